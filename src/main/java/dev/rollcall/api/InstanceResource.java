@@ -1,0 +1,85 @@
+package dev.rollcall.api;
+
+import dev.rollcall.api.dto.Dtos.HeartbeatRequest;
+import dev.rollcall.api.dto.Dtos.HeartbeatResponse;
+import dev.rollcall.api.dto.Dtos.RegisterRequest;
+import dev.rollcall.api.dto.Dtos.RegisterResponse;
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.registry.InstanceService;
+import io.smallrye.mutiny.Uni;
+import jakarta.ws.rs.Consumes;
+import jakarta.ws.rs.DELETE;
+import jakarta.ws.rs.HeaderParam;
+import jakarta.ws.rs.POST;
+import jakarta.ws.rs.Path;
+import jakarta.ws.rs.Produces;
+import jakarta.ws.rs.core.HttpHeaders;
+import jakarta.ws.rs.core.MediaType;
+import java.util.UUID;
+import org.jboss.resteasy.reactive.ResponseStatus;
+import org.jboss.resteasy.reactive.RestPath;
+
+/** Instances register, heartbeat and leave. */
+@Path("/instances")
+@Consumes(MediaType.APPLICATION_JSON)
+@Produces(MediaType.APPLICATION_JSON)
+public class InstanceResource {
+
+  private final InstanceService instances;
+  private final RollcallConfig config;
+
+  InstanceResource(InstanceService instances, RollcallConfig config) {
+    this.instances = instances;
+    this.config = config;
+  }
+
+  /** Registers an instance with its namespace's registration secret. */
+  @POST
+  @ResponseStatus(201)
+  public Uni<RegisterResponse> register(
+      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, RegisterRequest request) {
+    String secret = Requests.bearer(authorization);
+    RegisterRequest body = Requests.body(request, "namespace, deploymentId and name");
+    return instances
+        .register(
+            secret,
+            Requests.text(body.namespace(), "namespace"),
+            Requests.text(body.deploymentId(), "deploymentId"),
+            Requests.text(body.name(), "name"),
+            Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS))
+        .map(
+            r ->
+                new RegisterResponse(
+                    r.instanceId(),
+                    r.token(),
+                    r.leaseExpiresAt(),
+                    config.leaseTtl().toMillis(),
+                    config.heartbeatInterval().toMillis()));
+  }
+
+  /** Renews the instance's lease. */
+  @POST
+  @Path("/{id}/heartbeat")
+  public Uni<HeartbeatResponse> heartbeat(
+      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
+      @RestPath UUID id,
+      HeartbeatRequest request) {
+    return instances
+        .authenticate(Requests.bearer(authorization))
+        .invoke(caller -> InstanceService.requireSelf(caller, id))
+        .chain(instances::heartbeat)
+        .map(h -> new HeartbeatResponse(h.leaseExpiresAt(), h.recoveryPending()));
+  }
+
+  /** Leaves gracefully: the instance's batches are released at once. */
+  @DELETE
+  @Path("/{id}")
+  @ResponseStatus(204)
+  public Uni<Void> leave(
+      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, @RestPath UUID id) {
+    return instances
+        .authenticate(Requests.bearer(authorization))
+        .invoke(caller -> InstanceService.requireSelf(caller, id))
+        .chain(instances::leave);
+  }
+}

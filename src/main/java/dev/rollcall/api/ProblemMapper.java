@@ -1,0 +1,151 @@
+package dev.rollcall.api;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonMappingException;
+import com.fasterxml.jackson.databind.exc.InvalidFormatException;
+import com.fasterxml.jackson.databind.exc.MismatchedInputException;
+import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
+import dev.rollcall.error.DomainException;
+import dev.rollcall.error.Problems;
+import io.vertx.sqlclient.ClosedConnectionException;
+import jakarta.ws.rs.WebApplicationException;
+import jakarta.ws.rs.core.Response;
+import java.net.ConnectException;
+import java.util.Map;
+import java.util.UUID;
+import java.util.stream.Collectors;
+import org.jboss.logging.Logger;
+import org.jboss.resteasy.reactive.server.ServerExceptionMapper;
+
+/**
+ * The one place where failures become HTTP responses. Every response is a problem document; no
+ * stack trace or internal message leaves the server (unexpected failures are logged with an error
+ * id that the response carries).
+ */
+public class ProblemMapper {
+
+  private static final Logger LOG = Logger.getLogger(ProblemMapper.class);
+
+  /** Status code of every domain problem type. */
+  static final Map<Class<? extends DomainException>, Integer> STATUS =
+      Map.of(
+          Problems.InvalidRequest.class, 400,
+          Problems.Unauthorized.class, 401,
+          Problems.Forbidden.class, 403,
+          Problems.UnknownNamespace.class, 404,
+          Problems.BatchNotFound.class, 404,
+          Problems.StaleFence.class, 409,
+          Problems.InstanceGone.class, 410,
+          Problems.SourceUnavailable.class, 503);
+
+  @ServerExceptionMapper
+  public Response domain(DomainException e) {
+    int status = STATUS.getOrDefault(e.getClass(), 400);
+    return Problem.of(e.slug(), e.title(), status, e.getMessage(), e.extensions()).toResponse();
+  }
+
+  @ServerExceptionMapper(priority = 1)
+  public Response unknownField(UnrecognizedPropertyException e) {
+    return invalidJson("unknown field '" + e.getPropertyName() + "'" + at(e));
+  }
+
+  @ServerExceptionMapper(priority = 1)
+  public Response wrongType(InvalidFormatException e) {
+    return invalidJson("wrong type of value" + at(e));
+  }
+
+  @ServerExceptionMapper(priority = 1)
+  public Response mismatched(MismatchedInputException e) {
+    return invalidJson("wrong type of value" + at(e));
+  }
+
+  @ServerExceptionMapper(priority = 1)
+  public Response mapping(JsonMappingException e) {
+    return invalidJson("the body does not fit the request" + at(e));
+  }
+
+  @ServerExceptionMapper(priority = 1)
+  public Response malformed(JsonProcessingException e) {
+    return Problem.of(
+            "malformed-json", "Malformed JSON", 400, "the request body is not valid JSON", Map.of())
+        .toResponse();
+  }
+
+  @ServerExceptionMapper
+  public Response web(WebApplicationException e) {
+    int status = e.getResponse().getStatus();
+    if (status >= 500) {
+      return internal(e);
+    }
+    String slug =
+        switch (status) {
+          case 400 -> "invalid-request";
+          case 401 -> "unauthorized";
+          case 403 -> "forbidden";
+          case 404 -> "not-found";
+          case 405 -> "method-not-allowed";
+          case 406 -> "not-acceptable";
+          case 413 -> "payload-too-large";
+          case 415 -> "unsupported-media-type";
+          default -> "http-" + status;
+        };
+    Response.StatusType info = e.getResponse().getStatusInfo();
+    return Problem.of(slug, info.getReasonPhrase(), status, info.getReasonPhrase(), Map.of())
+        .toResponse();
+  }
+
+  @ServerExceptionMapper
+  public Response unexpected(Throwable e) {
+    if (databaseUnreachable(e)) {
+      LOG.warnf("database unreachable: %s", e.toString());
+      return Problem.of(
+              "database-unavailable",
+              "Database unavailable",
+              503,
+              "the database cannot be reached; retry later",
+              Map.of())
+          .toResponse();
+    }
+    return internal(e);
+  }
+
+  private static Response internal(Throwable e) {
+    String errorId = UUID.randomUUID().toString();
+    LOG.errorf(e, "unexpected failure (error id %s)", errorId);
+    return Problem.of(
+            "internal-error",
+            "Internal error",
+            500,
+            "an unexpected error occurred; the server log has it under this error id",
+            Map.of("errorId", errorId))
+        .toResponse();
+  }
+
+  private static Response invalidJson(String detail) {
+    return Problem.of("invalid-request", "Invalid request", 400, detail, Map.of()).toResponse();
+  }
+
+  private static String at(JsonMappingException e) {
+    if (e.getPath() == null || e.getPath().isEmpty()) {
+      return "";
+    }
+    return " at '"
+        + e.getPath().stream()
+            .map(r -> r.getFieldName() != null ? r.getFieldName() : "[" + r.getIndex() + "]")
+            .collect(Collectors.joining("."))
+        + "'";
+  }
+
+  private static boolean databaseUnreachable(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof ConnectException || t instanceof ClosedConnectionException) {
+        return true;
+      }
+      String message = String.valueOf(t.getMessage());
+      if (message.contains("Connection refused") || message.contains("connection is closed")) {
+        return true;
+      }
+    }
+    return false;
+  }
+}

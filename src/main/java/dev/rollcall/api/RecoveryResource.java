@@ -1,0 +1,114 @@
+package dev.rollcall.api;
+
+import dev.rollcall.api.dto.Dtos.BatchView;
+import dev.rollcall.api.dto.Dtos.ClaimRequest;
+import dev.rollcall.api.dto.Dtos.ClaimResponse;
+import dev.rollcall.api.dto.Dtos.CompleteRequest;
+import dev.rollcall.api.dto.Dtos.CompleteResponse;
+import dev.rollcall.api.dto.Dtos.RunView;
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.error.Problems.InvalidRequest;
+import dev.rollcall.recovery.ClaimResult;
+import dev.rollcall.recovery.ClaimService;
+import dev.rollcall.recovery.CompletionService;
+import dev.rollcall.recovery.LeasedBatch;
+import dev.rollcall.registry.InstanceService;
+import io.smallrye.mutiny.Uni;
+import jakarta.ws.rs.Consumes;
+import jakarta.ws.rs.HeaderParam;
+import jakarta.ws.rs.POST;
+import jakarta.ws.rs.Path;
+import jakarta.ws.rs.Produces;
+import jakarta.ws.rs.core.HttpHeaders;
+import jakarta.ws.rs.core.MediaType;
+import org.jboss.resteasy.reactive.RestPath;
+
+/** Claimers take batches of recovery work and complete them. */
+@Path("/recovery")
+@Consumes(MediaType.APPLICATION_JSON)
+@Produces(MediaType.APPLICATION_JSON)
+public class RecoveryResource {
+
+  private final InstanceService instances;
+  private final ClaimService claims;
+  private final CompletionService completions;
+  private final RollcallConfig config;
+
+  RecoveryResource(
+      InstanceService instances,
+      ClaimService claims,
+      CompletionService completions,
+      RollcallConfig config) {
+    this.instances = instances;
+    this.claims = claims;
+    this.completions = completions;
+    this.config = config;
+  }
+
+  /** Claims a batch, or learns to wait, or that recovery is done. */
+  @POST
+  @Path("/claim")
+  public Uni<ClaimResponse> claim(
+      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, ClaimRequest request) {
+    int maxRuns =
+        Requests.range(
+            request == null ? null : request.maxRuns(),
+            config.batch().defaultSize(),
+            1,
+            config.batch().maxSize(),
+            "maxRuns");
+    return instances
+        .authenticate(Requests.bearer(authorization))
+        .chain(caller -> claims.claim(caller, maxRuns))
+        .map(RecoveryResource::view);
+  }
+
+  /** Completes a batch under its fence. */
+  @POST
+  @Path("/batches/{id}/complete")
+  public Uni<CompleteResponse> complete(
+      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
+      @RestPath long id,
+      CompleteRequest request) {
+    CompleteRequest body = Requests.body(request, "fence");
+    if (body.fence() == null || body.fence() < 1) {
+      throw new InvalidRequest("'fence' is required: the fence of the batch's claim");
+    }
+    var failed = Requests.texts(body.failedRunIds(), "failedRunIds", config.batch().maxSize());
+    return instances
+        .authenticate(Requests.bearer(authorization))
+        .chain(caller -> completions.complete(caller, id, body.fence(), failed))
+        .map(
+            c ->
+                new CompleteResponse(
+                    c.batchId(),
+                    "completed",
+                    c.enqueued(),
+                    c.failed(),
+                    c.retried(),
+                    c.alreadyCompleted()));
+  }
+
+  private static ClaimResponse view(ClaimResult result) {
+    if (result instanceof ClaimResult.Batch b) {
+      LeasedBatch batch = b.batch();
+      return new ClaimResponse(
+          "batch",
+          new BatchView(
+              batch.id(),
+              batch.epochId(),
+              batch.epochKind(),
+              batch.fence(),
+              batch.leaseExpiresAt(),
+              batch.runs().stream()
+                  .map(r -> new RunView(r.runId(), r.workflowName(), r.queueName(), r.reason()))
+                  .toList()),
+          null,
+          null);
+    }
+    if (result instanceof ClaimResult.Wait w) {
+      return new ClaimResponse("wait", null, w.retryAfterMs(), null);
+    }
+    return new ClaimResponse("done", null, null, ((ClaimResult.Done) result).epochId());
+  }
+}

@@ -1,0 +1,72 @@
+package dev.rollcall.api;
+
+import dev.rollcall.error.Problems.InvalidRequest;
+import dev.rollcall.error.Problems.Unauthorized;
+import java.util.List;
+
+/** Checks of request values, shared by the resources. Each failure names the field. */
+final class Requests {
+
+  /** The longest id, name or secret the API accepts. */
+  static final int MAX_TEXT = 200;
+
+  /** The most worker ids one instance may declare. */
+  static final int MAX_WORKER_IDS = 1000;
+
+  private Requests() {}
+
+  static <T> T body(T body, String what) {
+    if (body == null) {
+      throw new InvalidRequest("a JSON body is required: " + what);
+    }
+    return body;
+  }
+
+  static String text(String value, String field) {
+    if (value == null || value.isBlank()) {
+      throw new InvalidRequest("'" + field + "' is required and must not be blank");
+    }
+    if (value.length() > MAX_TEXT) {
+      throw new InvalidRequest("'" + field + "' is longer than " + MAX_TEXT + " characters");
+    }
+    if (value.chars().anyMatch(c -> c < 0x20)) {
+      throw new InvalidRequest("'" + field + "' contains control characters");
+    }
+    return value;
+  }
+
+  static List<String> texts(List<String> values, String field, int max) {
+    if (values == null) {
+      return List.of();
+    }
+    if (values.size() > max) {
+      throw new InvalidRequest("'" + field + "' has more than " + max + " entries");
+    }
+    for (int i = 0; i < values.size(); i++) {
+      text(values.get(i), field + "[" + i + "]");
+    }
+    return values;
+  }
+
+  static int range(Integer value, int fallback, int min, int max, String field) {
+    if (value == null) {
+      return fallback;
+    }
+    if (value < min || value > max) {
+      throw new InvalidRequest("'" + field + "' must be between " + min + " and " + max);
+    }
+    return value;
+  }
+
+  /** The token of an {@code Authorization: Bearer <token>} header. */
+  static String bearer(String header) {
+    if (header == null || !header.regionMatches(true, 0, "Bearer ", 0, 7)) {
+      throw new Unauthorized("an 'Authorization: Bearer <token>' header is required");
+    }
+    String token = header.substring(7).trim();
+    if (token.isEmpty() || token.length() > 1000) {
+      throw new Unauthorized("the bearer token is empty or too long");
+    }
+    return token;
+  }
+}

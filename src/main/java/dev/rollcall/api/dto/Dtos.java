@@ -1,0 +1,63 @@
+package dev.rollcall.api.dto;
+
+import com.fasterxml.jackson.annotation.JsonInclude;
+import dev.rollcall.recovery.EpochKind;
+import dev.rollcall.recovery.Reason;
+import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.UUID;
+
+/** The JSON bodies of the instance and recovery API. */
+public final class Dtos {
+
+  private Dtos() {}
+
+  /** {@code POST /instances}. */
+  public record RegisterRequest(
+      String namespace, String deploymentId, String name, List<String> workerIds) {}
+
+  /** The answer to a registration; the token is shown only here. */
+  public record RegisterResponse(
+      UUID instanceId,
+      String token,
+      OffsetDateTime leaseExpiresAt,
+      long leaseTtlMs,
+      long heartbeatIntervalMs) {}
+
+  /** {@code POST /instances/{id}/heartbeat}; the body is optional. */
+  public record HeartbeatRequest() {}
+
+  /** The answer to a heartbeat. */
+  public record HeartbeatResponse(OffsetDateTime leaseExpiresAt, boolean recoveryPending) {}
+
+  /** {@code POST /recovery/claim}; the body is optional. */
+  public record ClaimRequest(Integer maxRuns) {}
+
+  /** The answer to a claim: exactly one of batch, retryAfterMs, epochId is set. */
+  @JsonInclude(JsonInclude.Include.NON_NULL)
+  public record ClaimResponse(String status, BatchView batch, Long retryAfterMs, Long epochId) {}
+
+  /** A leased batch. */
+  public record BatchView(
+      long id,
+      long epochId,
+      EpochKind epochKind,
+      int fence,
+      OffsetDateTime leaseExpiresAt,
+      List<RunView> runs) {}
+
+  /** A run to enqueue. */
+  public record RunView(String runId, String workflowName, String queueName, Reason reason) {}
+
+  /** {@code POST /recovery/batches/{id}/complete}. */
+  public record CompleteRequest(Integer fence, List<String> failedRunIds) {}
+
+  /** The answer to a complete. */
+  public record CompleteResponse(
+      long batchId,
+      String state,
+      int enqueued,
+      int failed,
+      int retried,
+      boolean alreadyCompleted) {}
+}

@@ -1,0 +1,133 @@
+package dev.rollcall.config;
+
+import io.smallrye.config.ConfigMapping;
+import io.smallrye.config.WithDefault;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * Every setting of the service, under the prefix {@code rollcall}. The README's configuration table
+ * lists the same keys and defaults; {@code ConfigDocumentationTest} keeps the two in step.
+ */
+@ConfigMapping(prefix = "rollcall")
+public interface RollcallConfig {
+
+  /** How often an instance is asked to heartbeat. */
+  @WithDefault("3s")
+  Duration heartbeatInterval();
+
+  /** How long an instance stays live after its last heartbeat (or registration). */
+  @WithDefault("10s")
+  Duration leaseTtl();
+
+  /** Batches: how recovery work is cut and leased. */
+  Batch batch();
+
+  /** Claims: what a claimer is told when there is nothing for it right now. */
+  Claim claim();
+
+  /** Admin API settings. */
+  Admin admin();
+
+  /** The recovery scopes this service serves, by name. */
+  Map<String, NamespaceConfig> namespaces();
+
+  /** Batch settings. */
+  interface Batch {
+    /** Runs per batch when a claim does not say {@code maxRuns}. */
+    @WithDefault("500")
+    int defaultSize();
+
+    /** The largest {@code maxRuns} a claim may ask for. */
+    @WithDefault("5000")
+    int maxSize();
+
+    /** How long a claimer holds a batch before it may be re-leased to another claimer. */
+    @WithDefault("30s")
+    Duration lease();
+
+    /**
+     * How many times the runs of one batch are handed out in one epoch (lease expiries and reported
+     * failures both count) before they are given up with outcome {@code abandoned}, so that a
+     * poison batch cannot hold an epoch open for ever.
+     */
+    @WithDefault("5")
+    int maxAttempts();
+  }
+
+  /** Claim settings. */
+  interface Claim {
+    /** The shortest {@code retryAfterMs} of a {@code wait} answer. */
+    @WithDefault("250ms")
+    Duration waitMin();
+
+    /** The longest {@code retryAfterMs} of a {@code wait} answer. */
+    @WithDefault("1s")
+    Duration waitMax();
+  }
+
+  /** Admin settings. */
+  interface Admin {
+    /** Bearer token of the admin API; the admin API refuses every call while it is unset. */
+    Optional<String> token();
+  }
+
+  /** One recovery scope: one application's runs and queue in one database. */
+  interface NamespaceConfig {
+    /** The bearer secret an instance presents to register in this namespace. */
+    String registrationSecret();
+
+    /** Where this namespace's runs are read from. */
+    SourceConfig source();
+  }
+
+  /** Where a namespace's runs live. */
+  interface SourceConfig {
+    /** {@code table} (any runs table) or {@code world-postgres} (preset for the engine). */
+    SourceKind kind();
+
+    /** Schema of the runs table; {@code world-postgres} defaults to {@code workflow}. */
+    Optional<String> schema();
+
+    /** table: name of the runs table. */
+    Optional<String> table();
+
+    /** table: the run id column (unique, ordered; keyset pagination walks it). */
+    Optional<String> idColumn();
+
+    /** table: the status column. */
+    Optional<String> statusColumn();
+
+    /** table: the status values of runs that need recovery (comma list). */
+    Optional<List<String>> activeStatuses();
+
+    /** table: the status value of runs that have not started (reason {@code pending}). */
+    Optional<String> pendingStatus();
+
+    /** table: the workflow name column. */
+    Optional<String> nameColumn();
+
+    /** table: optional creation time column; bounds the snapshot exactly when present. */
+    Optional<String> createdAtColumn();
+
+    /** table: queue name of a run, with {@code {name}} standing for its workflow name. */
+    Optional<String> queueNameTemplate();
+
+    /** world-postgres: the engine's graphile-worker task identifier prefix. */
+    @WithDefault("workflow_")
+    String jobPrefix();
+
+    /** world-postgres: the engine's optional topic namespace ({@code ^[a-z][a-z0-9]*$}). */
+    Optional<String> topicNamespace();
+  }
+
+  /** The kinds of run source. */
+  enum SourceKind {
+    /** Any runs table, described column by column. */
+    TABLE,
+    /** The {@code @workflow/world-postgres} engine's {@code workflow_runs} table. */
+    WORLD_POSTGRES
+  }
+}

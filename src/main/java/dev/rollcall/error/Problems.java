@@ -1,0 +1,161 @@
+package dev.rollcall.error;
+
+import java.util.Map;
+import java.util.UUID;
+
+/** The domain's problem types. Each one is mapped to a status code by {@code ProblemMapper}. */
+public final class Problems {
+
+  private Problems() {}
+
+  /** The request is well-formed JSON but says something the service cannot accept. */
+  public static final class InvalidRequest extends DomainException {
+    public InvalidRequest(String detail) {
+      super(detail);
+    }
+
+    @Override
+    public String slug() {
+      return "invalid-request";
+    }
+
+    @Override
+    public String title() {
+      return "Invalid request";
+    }
+  }
+
+  /** No credentials, or credentials that match nothing. */
+  public static final class Unauthorized extends DomainException {
+    public Unauthorized(String detail) {
+      super(detail);
+    }
+
+    @Override
+    public String slug() {
+      return "unauthorized";
+    }
+
+    @Override
+    public String title() {
+      return "Missing or invalid credentials";
+    }
+  }
+
+  /** Valid credentials of someone who may not act on this resource. */
+  public static final class Forbidden extends DomainException {
+    public Forbidden(String detail) {
+      super(detail);
+    }
+
+    @Override
+    public String slug() {
+      return "forbidden";
+    }
+
+    @Override
+    public String title() {
+      return "Not allowed for these credentials";
+    }
+  }
+
+  /** A namespace that this service is not configured for. */
+  public static final class UnknownNamespace extends DomainException {
+    public UnknownNamespace(String namespace) {
+      super("namespace '" + namespace + "' is not configured", Map.of("namespace", namespace));
+    }
+
+    @Override
+    public String slug() {
+      return "unknown-namespace";
+    }
+
+    @Override
+    public String title() {
+      return "Unknown namespace";
+    }
+  }
+
+  /** The instance left or missed its lease: it is fenced and must register again. */
+  public static final class InstanceGone extends DomainException {
+    public InstanceGone(UUID instanceId) {
+      super(
+          "instance "
+              + instanceId
+              + " is no longer live (it left or its lease expired); register again as a new"
+              + " instance",
+          Map.of("instanceId", instanceId.toString()));
+    }
+
+    @Override
+    public String slug() {
+      return "instance-gone";
+    }
+
+    @Override
+    public String title() {
+      return "Instance is no longer live";
+    }
+  }
+
+  /** A batch id that does not exist in the caller's namespace. */
+  public static final class BatchNotFound extends DomainException {
+    public BatchNotFound(long batchId) {
+      super("batch " + batchId + " does not exist", Map.of("batchId", batchId));
+    }
+
+    @Override
+    public String slug() {
+      return "batch-not-found";
+    }
+
+    @Override
+    public String title() {
+      return "Batch not found";
+    }
+  }
+
+  /** A complete whose fence is not the batch's current one: the batch was re-leased. */
+  public static final class StaleFence extends DomainException {
+    public StaleFence(long batchId, int given, int current) {
+      super(
+          "batch "
+              + batchId
+              + " was re-leased: fence "
+              + given
+              + " is stale (current fence "
+              + current
+              + "); another claimer owns these runs now",
+          Map.of("batchId", batchId, "fence", given, "currentFence", current));
+    }
+
+    @Override
+    public String slug() {
+      return "stale-fence";
+    }
+
+    @Override
+    public String title() {
+      return "Stale batch fence";
+    }
+  }
+
+  /** A namespace's run source could not be read. */
+  public static final class SourceUnavailable extends DomainException {
+    public SourceUnavailable(String namespace, String why) {
+      super(
+          "the run source of namespace '" + namespace + "' cannot be read: " + why,
+          Map.of("namespace", namespace));
+    }
+
+    @Override
+    public String slug() {
+      return "source-unavailable";
+    }
+
+    @Override
+    public String title() {
+      return "Run source unavailable";
+    }
+  }
+}

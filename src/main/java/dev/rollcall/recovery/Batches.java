@@ -1,0 +1,219 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.source.RunSource;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import org.jboss.logging.Logger;
+
+/**
+ * The SQL of batches and of their ledger rows. A batch's runs are fixed when it is cut; its fence
+ * goes up by one every time it is leased, and every hand-out writes one ledger row per run under
+ * that fence.
+ */
+@ApplicationScoped
+public class Batches {
+
+  private static final Logger LOG = Logger.getLogger(Batches.class);
+
+  /** A batch that may be leased now: a retry batch, or a leased one whose lease has expired. */
+  record Claimable(long id, String state, int fence, int attempts) {}
+
+  /**
+   * Locks the oldest claimable batch of an epoch, skipping batches another claimer is taking right
+   * now. Whether a lease has expired is decided by the database's {@code now()}.
+   */
+  public Uni<Optional<Claimable>> nextClaimable(SqlClient client, long epochId) {
+    return client
+        .preparedQuery(
+            "SELECT id, state, fence, attempts FROM rollcall.batches"
+                + " WHERE epoch_id = $1"
+                + " AND (state = 'ready' OR (state = 'leased' AND lease_expires_at <= now()))"
+                + " ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
+        .execute(Tuple.of(epochId))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                return Optional.empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.of(
+                  new Claimable(
+                      r.getLong("id"),
+                      r.getString("state"),
+                      r.getInteger("fence"),
+                      r.getInteger("attempts")));
+            });
+  }
+
+  /**
+   * Gives a claimable batch up: its runs were handed out {@code maxAttempts} times already. The
+   * expired hand-outs are marked {@code abandoned} in the ledger, so an operator sees which runs
+   * Rollcall stopped trying in this epoch (a later sweep reconsiders them).
+   */
+  public Uni<Void> abandon(SqlClient client, Claimable batch) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.batches SET state = 'abandoned', completed_at = now()"
+                + " WHERE id = $1 AND fence = $2 AND state IN ('ready', 'leased')")
+        .execute(Tuple.of(batch.id(), batch.fence()))
+        .chain(
+            () ->
+                client
+                    .preparedQuery(
+                        "UPDATE rollcall.ledger SET outcome = 'abandoned', resolved_at = now()"
+                            + " WHERE batch_id = $1 AND fence = $2 AND outcome = 'leased'")
+                    .execute(Tuple.of(batch.id(), batch.fence())))
+        .invoke(
+            () -> LOG.warnf("batch %d abandoned after %d hand-outs", batch.id(), batch.attempts()))
+        .replaceWithVoid();
+  }
+
+  /**
+   * Leases a locked claimable batch to a claimer under the next fence. The previous holder's
+   * hand-outs become {@code lease-expired} in the ledger; its late complete will be refused because
+   * its fence is no longer current.
+   */
+  public Uni<LeasedBatch> relet(
+      SqlClient client,
+      RunSource source,
+      Epoch epoch,
+      Claimable batch,
+      UUID claimer,
+      long leaseMs) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.batches SET state = 'leased', fence = fence + 1,"
+                + " attempts = attempts + 1, claimer_id = $3, leased_at = now(),"
+                + " lease_expires_at = now() + $4::bigint * interval '1 millisecond'"
+                + " WHERE id = $1 AND fence = $2 RETURNING fence, lease_expires_at")
+        .execute(Tuple.of(batch.id(), batch.fence(), claimer, leaseMs))
+        .chain(
+            rows -> {
+              Row r = rows.iterator().next();
+              int fence = r.getInteger("fence");
+              OffsetDateTime expires = r.getOffsetDateTime("lease_expires_at");
+              if ("leased".equals(batch.state())) {
+                LOG.infof(
+                    "batch %d re-leased to instance %s with fence %d (lease of fence %d expired)",
+                    batch.id(), claimer, fence, batch.fence());
+              }
+              return client
+                  .preparedQuery(
+                      "UPDATE rollcall.ledger SET outcome = 'lease-expired', resolved_at = now()"
+                          + " WHERE batch_id = $1 AND fence = $2 AND outcome = 'leased'")
+                  .execute(Tuple.of(batch.id(), batch.fence()))
+                  .chain(() -> recordHandOut(client, epoch, batch.id(), fence, claimer))
+                  .chain(() -> runsOf(client, source, batch.id()))
+                  .map(
+                      runs ->
+                          new LeasedBatch(
+                              batch.id(), epoch.id(), epoch.kind(), fence, expires, runs));
+            });
+  }
+
+  /** Cuts a new batch from scanned runs and leases it to the claimer under fence 1. */
+  public Uni<LeasedBatch> cut(
+      SqlClient client, Epoch epoch, List<HandedOutRun> runs, UUID claimer, long leaseMs) {
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, claimer_id, leased_at,"
+                + " lease_expires_at, run_count)"
+                + " VALUES ($1, 'leased', 1, 1, $2, now(),"
+                + " now() + $3::bigint * interval '1 millisecond', $4)"
+                + " RETURNING id, fence, lease_expires_at")
+        .execute(Tuple.of(epoch.id(), claimer, leaseMs, runs.size()))
+        .chain(
+            rows -> {
+              Row r = rows.iterator().next();
+              long id = r.getLong("id");
+              int fence = r.getInteger("fence");
+              OffsetDateTime expires = r.getOffsetDateTime("lease_expires_at");
+              return insertRuns(client, id, runs)
+                  .chain(() -> recordHandOut(client, epoch, id, fence, claimer))
+                  .map(
+                      ignored ->
+                          new LeasedBatch(id, epoch.id(), epoch.kind(), fence, expires, runs));
+            });
+  }
+
+  /** How many batches of an epoch are leased, and how long until the first lease expires. */
+  record Outstanding(long leased, long msUntilFirstExpiry) {}
+
+  /** The batches other claimers still hold. */
+  public Uni<Outstanding> outstanding(SqlClient client, long epochId) {
+    return client
+        .preparedQuery(
+            "SELECT count(*) AS leased, coalesce(ceil(extract(epoch FROM"
+                + " (min(lease_expires_at) - now())) * 1000), 0)::bigint AS ms"
+                + " FROM rollcall.batches WHERE epoch_id = $1 AND state = 'leased'")
+        .execute(Tuple.of(epochId))
+        .map(
+            rows -> {
+              Row r = rows.iterator().next();
+              return new Outstanding(r.getLong("leased"), Math.max(0, r.getLong("ms")));
+            });
+  }
+
+  private static Uni<Void> insertRuns(SqlClient client, long batchId, List<HandedOutRun> runs) {
+    String[] ids = new String[runs.size()];
+    String[] names = new String[runs.size()];
+    String[] reasons = new String[runs.size()];
+    for (int i = 0; i < runs.size(); i++) {
+      ids[i] = runs.get(i).runId();
+      names[i] = runs.get(i).workflowName();
+      reasons[i] = runs.get(i).reason().wire();
+    }
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason)"
+                + " SELECT $1, u.run_id, u.workflow_name, u.reason"
+                + " FROM unnest($2::text[], $3::text[], $4::text[])"
+                + " AS u(run_id, workflow_name, reason)")
+        .execute(Tuple.of(batchId, ids, names, reasons))
+        .replaceWithVoid();
+  }
+
+  /** One ledger row per run of the batch: handed out to this claimer under this fence. */
+  private static Uni<Void> recordHandOut(
+      SqlClient client, Epoch epoch, long batchId, int fence, UUID claimer) {
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.ledger"
+                + " (namespace, run_id, epoch_id, batch_id, fence, instance_id, reason, outcome)"
+                + " SELECT $1, run_id, $2, batch_id, $4, $5, reason, 'leased'"
+                + " FROM rollcall.batch_runs WHERE batch_id = $3")
+        .execute(Tuple.of(epoch.namespace(), epoch.id(), batchId, fence, claimer))
+        .replaceWithVoid();
+  }
+
+  /** The runs of a batch, as handed out. */
+  public Uni<List<HandedOutRun>> runsOf(SqlClient client, RunSource source, long batchId) {
+    return client
+        .preparedQuery(
+            "SELECT run_id, workflow_name, reason FROM rollcall.batch_runs"
+                + " WHERE batch_id = $1 ORDER BY run_id")
+        .execute(Tuple.of(batchId))
+        .map(
+            rows -> {
+              List<HandedOutRun> runs = new ArrayList<>(rows.size());
+              for (Row r : rows) {
+                String name = r.getString("workflow_name");
+                runs.add(
+                    new HandedOutRun(
+                        r.getString("run_id"),
+                        name,
+                        source.queueName(name),
+                        Reason.fromWire(r.getString("reason"))));
+              }
+              return runs;
+            });
+  }
+}

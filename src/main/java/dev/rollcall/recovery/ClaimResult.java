@@ -1,0 +1,14 @@
+package dev.rollcall.recovery;
+
+/** The answer to one claim: exactly one of a batch, a wait hint, or done. */
+public sealed interface ClaimResult {
+
+  /** A batch to enqueue and complete. */
+  record Batch(LeasedBatch batch) implements ClaimResult {}
+
+  /** Other claimers hold the remaining batches; ask again after this long. */
+  record Wait(long retryAfterMs) implements ClaimResult {}
+
+  /** Nothing left for this instance; {@code epochId} is its deploy's boot epoch. */
+  record Done(long epochId) implements ClaimResult {}
+}

@@ -1,0 +1,199 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.error.Problems.BatchNotFound;
+import dev.rollcall.error.Problems.Forbidden;
+import dev.rollcall.error.Problems.InvalidRequest;
+import dev.rollcall.error.Problems.StaleFence;
+import dev.rollcall.registry.Caller;
+import dev.rollcall.registry.InstanceService;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import org.jboss.logging.Logger;
+
+/**
+ * Completes batches. A complete is accepted only from the batch's current holder under the current
+ * fence; that single guard is what makes a re-leased batch's late complete harmless.
+ */
+@ApplicationScoped
+public class CompletionService {
+
+  private static final Logger LOG = Logger.getLogger(CompletionService.class);
+
+  private final Pool pool;
+  private final Epochs epochs;
+  private final RollcallConfig config;
+
+  CompletionService(Pool pool, Epochs epochs, RollcallConfig config) {
+    this.pool = pool;
+    this.epochs = epochs;
+    this.config = config;
+  }
+
+  /** What a complete did. */
+  public record Completion(
+      long batchId, int enqueued, int failed, int retried, boolean alreadyCompleted) {}
+
+  private record Held(
+      long epochId,
+      String state,
+      int fence,
+      UUID claimer,
+      int attempts,
+      int runCount,
+      boolean scanDone) {}
+
+  /** Completes a batch: its runs are enqueued, except {@code failedRunIds}, handed out again. */
+  public Uni<Completion> complete(Caller caller, long batchId, int fence, List<String> failed) {
+    Set<String> failedIds = new LinkedHashSet<>(failed);
+    return pool.withTransaction(
+        conn ->
+            InstanceService.requireLive(conn, caller.instanceId())
+                .chain(() -> lockBatch(conn, caller, batchId))
+                .chain(held -> checkHolder(conn, caller, batchId, fence, held))
+                .chain(
+                    held -> {
+                      if ("completed".equals(held.state())) {
+                        // A retried complete (the first answer was lost): same outcome, no change.
+                        return Uni.createFrom().item(new Completion(batchId, 0, 0, 0, true));
+                      }
+                      return checkFailedIds(conn, batchId, failedIds)
+                          .chain(() -> finish(conn, caller, batchId, held, failedIds));
+                    }));
+  }
+
+  private Uni<Held> lockBatch(SqlClient conn, Caller caller, long batchId) {
+    return conn.preparedQuery(
+            "SELECT b.epoch_id, b.state, b.fence, b.claimer_id, b.attempts, b.run_count,"
+                + " e.scan_done"
+                + " FROM rollcall.batches b JOIN rollcall.epochs e ON e.id = b.epoch_id"
+                + " WHERE b.id = $1 AND e.namespace = $2 FOR UPDATE OF b")
+        .execute(Tuple.of(batchId, caller.namespace()))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                throw new BatchNotFound(batchId);
+              }
+              Row r = rows.iterator().next();
+              return new Held(
+                  r.getLong("epoch_id"),
+                  r.getString("state"),
+                  r.getInteger("fence"),
+                  r.getUUID("claimer_id"),
+                  r.getInteger("attempts"),
+                  r.getInteger("run_count"),
+                  r.getBoolean("scan_done"));
+            });
+  }
+
+  /**
+   * The current holder with the current fence passes. A caller that held this batch under an older
+   * fence gets {@code 409}: the batch was re-leased. Anyone else gets {@code 403}.
+   */
+  private Uni<Held> checkHolder(SqlClient conn, Caller caller, long batchId, int fence, Held held) {
+    if (caller.instanceId().equals(held.claimer()) && fence == held.fence()) {
+      return Uni.createFrom().item(held);
+    }
+    return conn.preparedQuery(
+            "SELECT 1 FROM rollcall.ledger WHERE batch_id = $1 AND instance_id = $2 LIMIT 1")
+        .execute(Tuple.of(batchId, caller.instanceId()))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                throw new Forbidden("batch " + batchId + " was never leased to this instance");
+              }
+              throw new StaleFence(batchId, fence, held.fence());
+            });
+  }
+
+  private Uni<Void> checkFailedIds(SqlClient conn, long batchId, Set<String> failedIds) {
+    if (failedIds.isEmpty()) {
+      return Uni.createFrom().voidItem();
+    }
+    return conn.preparedQuery(
+            "SELECT f.run_id FROM unnest($2::text[]) AS f(run_id) WHERE NOT EXISTS"
+                + " (SELECT 1 FROM rollcall.batch_runs r WHERE r.batch_id = $1"
+                + " AND r.run_id = f.run_id) LIMIT 10")
+        .execute(Tuple.of(batchId, failedIds.toArray(String[]::new)))
+        .map(
+            rows -> {
+              if (rows.size() > 0) {
+                List<String> unknown = new ArrayList<>();
+                rows.forEach(r -> unknown.add(r.getString("run_id")));
+                throw new InvalidRequest(
+                    "failedRunIds names runs that are not in batch " + batchId + ": " + unknown);
+              }
+              return null;
+            });
+  }
+
+  private Uni<Completion> finish(
+      SqlClient conn, Caller caller, long batchId, Held held, Set<String> failedIds) {
+    String[] failed = failedIds.toArray(String[]::new);
+    boolean retry = failed.length > 0 && held.attempts() < config.batch().maxAttempts();
+    return conn.preparedQuery(
+            "UPDATE rollcall.batches SET state = 'completed', completed_at = now()"
+                + " WHERE id = $1 AND fence = $2 AND state IN ('leased', 'abandoned')")
+        .execute(Tuple.of(batchId, held.fence()))
+        .chain(
+            () ->
+                conn.preparedQuery(
+                        "UPDATE rollcall.ledger SET resolved_at = now(), outcome = CASE"
+                            + " WHEN run_id = ANY($3::text[]) THEN 'failed' ELSE 'enqueued' END"
+                            + " WHERE batch_id = $1 AND fence = $2"
+                            + " AND outcome IN ('leased', 'abandoned')")
+                    .execute(Tuple.of(batchId, held.fence(), failed)))
+        .chain(() -> retry ? retryBatch(conn, batchId, held, failed) : Uni.createFrom().voidItem())
+        .chain(
+            () ->
+                held.scanDone()
+                    ? closeIfFinished(conn, held.epochId())
+                    : Uni.createFrom().voidItem())
+        .map(
+            ignored -> {
+              int n = failed.length;
+              LOG.debugf(
+                  "batch %d completed by instance %s under fence %d (%d failed)",
+                  batchId, caller.instanceId(), held.fence(), n);
+              if (n > 0 && !retry) {
+                LOG.warnf(
+                    "batch %d: %d failed runs are not handed out again (%d hand-outs reached)",
+                    batchId, n, held.attempts());
+              }
+              return new Completion(batchId, held.runCount() - n, n, retry ? n : 0, false);
+            });
+  }
+
+  /** Failed runs go into a new ready batch of the same epoch, carrying the attempts so far. */
+  private Uni<Void> retryBatch(SqlClient conn, long batchId, Held held, String[] failed) {
+    return conn.preparedQuery(
+            "WITH retry AS (INSERT INTO rollcall.batches"
+                + " (epoch_id, state, fence, attempts, run_count, retry_of)"
+                + " VALUES ($1, 'ready', 0, $2, $3, $4) RETURNING id)"
+                + " INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason)"
+                + " SELECT retry.id, r.run_id, r.workflow_name, r.reason"
+                + " FROM retry, rollcall.batch_runs r"
+                + " WHERE r.batch_id = $4 AND r.run_id = ANY($5::text[])")
+        .execute(Tuple.of(held.epochId(), held.attempts(), failed.length, batchId, failed))
+        .replaceWithVoid();
+  }
+
+  /** Takes the epoch lock first, so the check sees every batch committed before it. */
+  private Uni<Void> closeIfFinished(SqlClient conn, long epochId) {
+    return epochs
+        .lock(conn, epochId)
+        .chain(
+            epoch ->
+                epoch.open() ? epochs.closeIfFinished(conn, epochId) : Uni.createFrom().item(false))
+        .replaceWithVoid();
+  }
+}

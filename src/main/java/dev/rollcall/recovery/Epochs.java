@@ -1,0 +1,127 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.source.Snapshot;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.RowSet;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.util.Optional;
+import java.util.UUID;
+import org.jboss.logging.Logger;
+
+/** The SQL of epochs. Every state change is one guarded statement. */
+@ApplicationScoped
+public class Epochs {
+
+  private static final Logger LOG = Logger.getLogger(Epochs.class);
+
+  /** The boot epoch of a deploy, if one was created. */
+  public Uni<Optional<Epoch>> findBoot(SqlClient client, String namespace, String deploymentId) {
+    return client
+        .preparedQuery(
+            "SELECT "
+                + Epoch.COLUMNS
+                + " FROM rollcall.epochs"
+                + " WHERE namespace = $1 AND kind = 'boot' AND deployment_id = $2")
+        .execute(Tuple.of(namespace, deploymentId))
+        .map(Epochs::first);
+  }
+
+  /**
+   * Creates the boot epoch of a deploy unless a concurrent claimer (on any service replica) did so
+   * first: the unique index on (namespace, deployment_id) for kind boot makes the losers' insert a
+   * no-op after the winner commits. Returns true when this call created it; the creator also closes
+   * older open boot epochs of the namespace, whose runs the new pass covers.
+   */
+  public Uni<Boolean> createBoot(
+      SqlClient client, String namespace, String deploymentId, Snapshot snapshot, UUID creator) {
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.epochs"
+                + " (namespace, kind, deployment_id, snapshot_max_id, snapshot_at, created_by)"
+                + " VALUES ($1, 'boot', $2, $3, $4, $5)"
+                + " ON CONFLICT (namespace, deployment_id) WHERE kind = 'boot' DO NOTHING"
+                + " RETURNING id")
+        .execute(
+            Tuple.of(namespace, deploymentId, snapshot.maxRunId(), snapshot.takenAt(), creator))
+        .chain(
+            rows -> {
+              if (rows.size() == 0) {
+                return Uni.createFrom().item(false);
+              }
+              long id = rows.iterator().next().getLong("id");
+              LOG.infof(
+                  "epoch %d opened: boot of deployment %s in namespace %s (snapshot max id %s)",
+                  id, deploymentId, namespace, snapshot.maxRunId());
+              return client
+                  .preparedQuery(
+                      "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'superseded',"
+                          + " closed_at = now() WHERE namespace = $1 AND kind = 'boot'"
+                          + " AND state = 'open' AND id <> $2 RETURNING id")
+                  .execute(Tuple.of(namespace, id))
+                  .map(
+                      closed -> {
+                        closed.forEach(
+                            r ->
+                                LOG.infof(
+                                    "epoch %d closed: superseded by boot epoch %d",
+                                    r.getLong("id"), id));
+                        return true;
+                      });
+            });
+  }
+
+  /**
+   * Locks an epoch for the rest of the transaction. Cutting a page (which moves the scan cursor)
+   * and closing happen only under this lock, so the cursor never forks and an epoch is never closed
+   * while a page is being cut.
+   */
+  public Uni<Epoch> lock(SqlClient client, long epochId) {
+    return client
+        .preparedQuery("SELECT " + Epoch.COLUMNS + " FROM rollcall.epochs WHERE id = $1 FOR UPDATE")
+        .execute(Tuple.of(epochId))
+        .map(rows -> first(rows).orElseThrow());
+  }
+
+  /** Records a cut page: the new cursor, whether the scan is finished, and the runs it read. */
+  public Uni<Void> advance(
+      SqlClient client, long epochId, Optional<String> cursor, boolean scanDone, int scanned) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.epochs SET scan_cursor = coalesce($2, scan_cursor), scan_done = $3,"
+                + " runs_scanned = runs_scanned + $4 WHERE id = $1 AND state = 'open'")
+        .execute(Tuple.of(epochId, cursor.orElse(null), scanDone, scanned))
+        .replaceWithVoid();
+  }
+
+  /**
+   * Closes the epoch if its scan is finished and no batch is ready or leased. Call it only while
+   * holding the epoch lock: the check is a new statement, so it sees every batch committed before
+   * the lock was granted. Returns true when this call closed it.
+   */
+  public Uni<Boolean> closeIfFinished(SqlClient client, long epochId) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'completed',"
+                + " closed_at = now() WHERE id = $1 AND state = 'open' AND scan_done"
+                + " AND NOT EXISTS (SELECT 1 FROM rollcall.batches b"
+                + "   WHERE b.epoch_id = $1 AND b.state IN ('ready', 'leased'))"
+                + " RETURNING id, namespace, kind")
+        .execute(Tuple.of(epochId))
+        .map(
+            rows -> {
+              for (Row r : rows) {
+                LOG.infof(
+                    "epoch %d closed: %s pass of namespace %s completed",
+                    epochId, r.getString("kind"), r.getString("namespace"));
+              }
+              return rows.size() == 1;
+            });
+  }
+
+  private static Optional<Epoch> first(RowSet<Row> rows) {
+    return rows.size() == 0 ? Optional.empty() : Optional.of(Epoch.from(rows.iterator().next()));
+  }
+}

@@ -1,0 +1,47 @@
+package dev.rollcall.recovery;
+
+import com.fasterxml.jackson.annotation.JsonValue;
+
+/** Why a run was re-driven or skipped. The wire strings are stable: API, ledger and metrics. */
+public enum Reason {
+  PENDING("pending", true),
+  INTERRUPTED_STEP("interrupted-step", true),
+  DUE_WAIT("due-wait", true),
+  NO_LIVE_WAKE_PATH("no-live-wake-path", true),
+  OWNER_DEAD("owner-dead", true),
+  /** Re-driven without a classification (the source does not classify, or classifying failed). */
+  UNCLASSIFIED("unclassified", true),
+  OWNED_BY_LIVE_INSTANCE("owned-by-live-instance", false),
+  RECENTLY_ACTIVE("recently-active", false),
+  HAS_QUEUED_JOB("has-queued-job", false),
+  TERMINAL("terminal", false);
+
+  private final String wire;
+  private final boolean redrive;
+
+  Reason(String wire, boolean redrive) {
+    this.wire = wire;
+    this.redrive = redrive;
+  }
+
+  /** The stable string. */
+  @JsonValue
+  public String wire() {
+    return wire;
+  }
+
+  /** True when a run with this reason is handed out to be re-driven. */
+  public boolean redrive() {
+    return redrive;
+  }
+
+  /** The reason with this stable string. */
+  public static Reason fromWire(String wire) {
+    for (Reason r : values()) {
+      if (r.wire.equals(wire)) {
+        return r;
+      }
+    }
+    throw new IllegalArgumentException("unknown reason: " + wire);
+  }
+}

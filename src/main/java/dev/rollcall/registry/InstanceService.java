@@ -1,0 +1,198 @@
+package dev.rollcall.registry;
+
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.error.Problems.Forbidden;
+import dev.rollcall.error.Problems.InstanceGone;
+import dev.rollcall.error.Problems.Unauthorized;
+import dev.rollcall.error.Problems.UnknownNamespace;
+import io.smallrye.mutiny.Uni;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.RowSet;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.UUID;
+import org.jboss.logging.Logger;
+
+/**
+ * Instances and their leases. An instance is live while {@code state = 'live'} and its lease has
+ * not expired by the database's clock; every statement that acts on liveness decides it itself, so
+ * two service replicas can never disagree about whether an instance is live.
+ */
+@ApplicationScoped
+public class InstanceService {
+
+  private static final Logger LOG = Logger.getLogger(InstanceService.class);
+
+  private final Pool pool;
+  private final RollcallConfig config;
+
+  InstanceService(Pool pool, RollcallConfig config) {
+    this.pool = pool;
+    this.config = config;
+  }
+
+  /** Registers a new instance after checking the namespace's registration secret. */
+  public Uni<Registration> register(
+      String secret, String namespace, String deploymentId, String name, List<String> workerIds) {
+    RollcallConfig.NamespaceConfig ns = config.namespaces().get(namespace);
+    if (ns == null) {
+      return Uni.createFrom().failure(new UnknownNamespace(namespace));
+    }
+    if (!Tokens.constantTimeEquals(ns.registrationSecret(), secret)) {
+      return Uni.createFrom()
+          .failure(
+              new Unauthorized(
+                  "the registration secret of namespace '" + namespace + "' is wrong"));
+    }
+    String token = Tokens.generate();
+    return pool.preparedQuery(
+            "INSERT INTO rollcall.instances"
+                + " (id, namespace, deployment_id, name, worker_ids, token_hash, lease_expires_at)"
+                + " VALUES (gen_random_uuid(), $1, $2, $3, $4, $5,"
+                + " now() + $6::bigint * interval '1 millisecond')"
+                + " RETURNING id, lease_expires_at")
+        .execute(
+            Tuple.of(
+                namespace,
+                deploymentId,
+                name,
+                workerIds.toArray(String[]::new),
+                Buffer.buffer(Tokens.hash(token)),
+                config.leaseTtl().toMillis()))
+        .map(
+            rows -> {
+              Row row = rows.iterator().next();
+              UUID id = row.getUUID("id");
+              LOG.infof(
+                  "instance %s registered in namespace %s (deployment %s, name %s)",
+                  id, namespace, deploymentId, name);
+              return new Registration(id, token, row.getOffsetDateTime("lease_expires_at"));
+            });
+  }
+
+  /** The instance a bearer token belongs to, whatever its state. */
+  public Uni<Caller> authenticate(String token) {
+    if (token == null || !token.startsWith(Tokens.PREFIX) || token.length() > 100) {
+      return Uni.createFrom().failure(new Unauthorized("an instance token is required"));
+    }
+    return pool.preparedQuery(
+            "SELECT id, namespace, deployment_id FROM rollcall.instances WHERE token_hash = $1")
+        .execute(Tuple.of(Buffer.buffer(Tokens.hash(token))))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                throw new Unauthorized("the instance token is not known");
+              }
+              Row row = rows.iterator().next();
+              return new Caller(
+                  row.getUUID("id"), row.getString("namespace"), row.getString("deployment_id"));
+            });
+  }
+
+  /** Refuses a caller acting on another instance's resource. */
+  public static void requireSelf(Caller caller, UUID instanceId) {
+    if (!caller.instanceId().equals(instanceId)) {
+      throw new Forbidden("this token belongs to another instance");
+    }
+  }
+
+  /** The result of a heartbeat. */
+  public record Heartbeat(OffsetDateTime leaseExpiresAt, boolean recoveryPending) {}
+
+  /**
+   * Renews the lease of a live instance. The same statement tells whether recovery work is open for
+   * it, so the hot heartbeat path is one round trip.
+   */
+  public Uni<Heartbeat> heartbeat(Caller caller) {
+    return pool.preparedQuery(
+            "UPDATE rollcall.instances SET last_heartbeat_at = now(),"
+                + " lease_expires_at = now() + $2::bigint * interval '1 millisecond'"
+                + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
+                + " RETURNING lease_expires_at, EXISTS (SELECT 1 FROM rollcall.epochs e"
+                + "   WHERE e.namespace = $3 AND e.state = 'open'"
+                + "   AND (e.kind <> 'boot' OR e.deployment_id = $4)) AS recovery_pending")
+        .execute(
+            Tuple.of(
+                caller.instanceId(),
+                config.leaseTtl().toMillis(),
+                caller.namespace(),
+                caller.deploymentId()))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                throw new InstanceGone(caller.instanceId());
+              }
+              Row row = rows.iterator().next();
+              return new Heartbeat(
+                  row.getOffsetDateTime("lease_expires_at"), row.getBoolean("recovery_pending"));
+            });
+  }
+
+  /**
+   * Graceful leave. The instance's leased batches are released at once (their leases end now), so
+   * peers can re-lease them on their next claim instead of waiting out the batch lease. Leaving
+   * twice is harmless; leaving after the lease expired is refused like any act of a dead instance.
+   */
+  public Uni<Void> leave(Caller caller) {
+    return pool.withTransaction(
+            conn ->
+                conn.preparedQuery(
+                        "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
+                            + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
+                            + " AND lease_expires_at > now() RETURNING id")
+                    .execute(Tuple.of(caller.instanceId()))
+                    .chain(
+                        rows -> {
+                          if (rows.size() == 1) {
+                            LOG.infof(
+                                "instance %s left namespace %s",
+                                caller.instanceId(), caller.namespace());
+                            return releaseBatches(conn, caller.instanceId());
+                          }
+                          return conn.preparedQuery(
+                                  "SELECT state FROM rollcall.instances WHERE id = $1")
+                              .execute(Tuple.of(caller.instanceId()))
+                              .map(
+                                  state -> {
+                                    if ("left".equals(state.iterator().next().getString("state"))) {
+                                      return null;
+                                    }
+                                    throw new InstanceGone(caller.instanceId());
+                                  });
+                        }))
+        .replaceWithVoid();
+  }
+
+  /**
+   * Fails with {@link InstanceGone} unless the instance is live now. The row is share-locked for
+   * the rest of the transaction, so the instance cannot be declared dead half-way through a claim
+   * or a completion.
+   */
+  public static Uni<Void> requireLive(SqlClient client, UUID instanceId) {
+    return client
+        .preparedQuery(
+            "SELECT 1 FROM rollcall.instances WHERE id = $1 AND state = 'live'"
+                + " AND lease_expires_at > now() FOR SHARE")
+        .execute(Tuple.of(instanceId))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                throw new InstanceGone(instanceId);
+              }
+              return null;
+            });
+  }
+
+  private static Uni<RowSet<Row>> releaseBatches(SqlClient client, UUID instanceId) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.batches SET lease_expires_at = now()"
+                + " WHERE claimer_id = $1 AND state = 'leased' AND lease_expires_at > now()")
+        .execute(Tuple.of(instanceId));
+  }
+}

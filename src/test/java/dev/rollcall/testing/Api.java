@@ -1,0 +1,157 @@
+package dev.rollcall.testing;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+/**
+ * A small HTTP client of the service for tests and benchmarks: thread-safe, so many simulated
+ * instances can share one.
+ */
+public final class Api {
+
+  public static final ObjectMapper JSON = new ObjectMapper();
+
+  private final URI base;
+  private final HttpClient http;
+
+  public Api(URI base) {
+    this.base = base;
+    this.http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  }
+
+  /** An HTTP answer: status, content type and JSON body (null when empty). */
+  public record Reply(int status, String contentType, JsonNode body) {
+    public Reply expect(int expected) {
+      if (status != expected) {
+        throw new AssertionError("expected HTTP " + expected + " but got " + this);
+      }
+      return this;
+    }
+
+    public String text(String field) {
+      return body.path(field).asText();
+    }
+  }
+
+  /** A registered instance. */
+  public record Instance(UUID id, String token, String namespace, String deploymentId) {}
+
+  /** A claimed batch. */
+  public record Batch(long id, long epochId, int fence, List<String> runIds, JsonNode json) {}
+
+  public Reply send(String method, String path, String bearer, String body) {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(base.resolve(path)).timeout(Duration.ofSeconds(60));
+    if (bearer != null) {
+      b.header("Authorization", "Bearer " + bearer);
+    }
+    if (body != null) {
+      b.header("Content-Type", "application/json");
+      b.method(method, HttpRequest.BodyPublishers.ofString(body));
+    } else {
+      b.method(method, HttpRequest.BodyPublishers.noBody());
+    }
+    try {
+      HttpResponse<String> r = http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+      JsonNode json = r.body() == null || r.body().isEmpty() ? null : JSON.readTree(r.body());
+      return new Reply(r.statusCode(), r.headers().firstValue("Content-Type").orElse(""), json);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    }
+  }
+
+  public Reply post(String path, String bearer, Object body) {
+    try {
+      return send("POST", path, bearer, body == null ? null : JSON.writeValueAsString(body));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  public Instance register(String namespace, String deploymentId, String name) {
+    ObjectNode body =
+        JSON.createObjectNode()
+            .put("namespace", namespace)
+            .put("deploymentId", deploymentId)
+            .put("name", name);
+    Reply r = post("instances", SourceTables.secret(namespace), body).expect(201);
+    return new Instance(
+        UUID.fromString(r.text("instanceId")), r.text("token"), namespace, deploymentId);
+  }
+
+  public Reply heartbeat(Instance instance) {
+    return post("instances/" + instance.id() + "/heartbeat", instance.token(), null);
+  }
+
+  public Reply leave(Instance instance) {
+    return send("DELETE", "instances/" + instance.id(), instance.token(), null);
+  }
+
+  public Reply claim(Instance instance, int maxRuns) {
+    return post(
+        "recovery/claim", instance.token(), JSON.createObjectNode().put("maxRuns", maxRuns));
+  }
+
+  /** Claims until a batch or done comes back, honouring wait hints; null when done. */
+  public Batch claimBatch(Instance instance, int maxRuns) {
+    while (true) {
+      Reply r = claim(instance, maxRuns).expect(200);
+      switch (r.text("status")) {
+        case "batch":
+          return batch(r.body().get("batch"));
+        case "done":
+          return null;
+        case "wait":
+          sleep(r.body().get("retryAfterMs").asLong());
+          break;
+        default:
+          throw new AssertionError("unexpected claim answer " + r);
+      }
+    }
+  }
+
+  public static Batch batch(JsonNode json) {
+    List<String> ids = new ArrayList<>();
+    json.get("runs").forEach(run -> ids.add(run.get("runId").asText()));
+    return new Batch(
+        json.get("id").asLong(),
+        json.get("epochId").asLong(),
+        json.get("fence").asInt(),
+        ids,
+        json);
+  }
+
+  public Reply complete(Instance instance, Batch batch, List<String> failed) {
+    return complete(instance, batch.id(), batch.fence(), failed);
+  }
+
+  public Reply complete(Instance instance, long batchId, int fence, List<String> failed) {
+    ObjectNode body = JSON.createObjectNode().put("fence", fence);
+    body.putArray("failedRunIds")
+        .addAll(failed.stream().map(JSON::valueToTree).map(JsonNode.class::cast).toList());
+    return post("recovery/batches/" + batchId + "/complete", instance.token(), body);
+  }
+
+  private static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    }
+  }
+}

@@ -1,0 +1,63 @@
+package dev.rollcall.testing;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+/** Direct reads and writes of the test database, for checks a client cannot see. */
+public final class Db {
+
+  private Db() {}
+
+  /** The first column of every row. */
+  public static List<String> column(String sql, Object... params) {
+    try (Connection c = RollcallTestResource.database().connect();
+        PreparedStatement s = c.prepareStatement(sql)) {
+      for (int i = 0; i < params.length; i++) {
+        s.setObject(i + 1, params[i]);
+      }
+      List<String> values = new ArrayList<>();
+      try (ResultSet rs = s.executeQuery()) {
+        while (rs.next()) {
+          values.add(rs.getString(1));
+        }
+      }
+      return values;
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  public static long number(String sql, Object... params) {
+    return Long.parseLong(column(sql, params).get(0));
+  }
+
+  public static Set<String> set(String sql, Object... params) {
+    return new HashSet<>(column(sql, params));
+  }
+
+  public static int update(String sql, Object... params) {
+    try (Connection c = RollcallTestResource.database().connect();
+        PreparedStatement s = c.prepareStatement(sql)) {
+      for (int i = 0; i < params.length; i++) {
+        s.setObject(i + 1, params[i]);
+      }
+      return s.executeUpdate();
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  /** The active run ids of a test namespace's table. */
+  public static Set<String> activeRuns(String namespace) {
+    return set(
+        "SELECT id FROM "
+            + SourceTables.table(namespace)
+            + " WHERE status IN ('pending','running')");
+  }
+}

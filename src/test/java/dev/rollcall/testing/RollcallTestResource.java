@@ -1,0 +1,40 @@
+package dev.rollcall.testing;
+
+import io.quarkus.test.common.QuarkusTestResourceLifecycleManager;
+import java.util.HashMap;
+import java.util.Map;
+import org.jboss.logging.Logger;
+
+/**
+ * One database and one Quarkus boot for every {@code @QuarkusTest}: the database, the test runs
+ * tables and the namespaces over them.
+ */
+public class RollcallTestResource implements QuarkusTestResourceLifecycleManager {
+
+  private static final Logger LOG = Logger.getLogger(RollcallTestResource.class);
+
+  private static volatile TestDatabase database;
+
+  /** The database the running service uses. */
+  public static TestDatabase database() {
+    return database;
+  }
+
+  @Override
+  public Map<String, String> start() {
+    TestDatabase db = TestDatabase.start();
+    LOG.infof("tests use %s at %s", db.origin(), db.jdbcUrl());
+    SourceTables.create(db);
+    database = db;
+    Map<String, String> config = new HashMap<>(db.quarkusSettings());
+    config.putAll(SourceTables.namespaceSettings());
+    return config;
+  }
+
+  @Override
+  public void stop() {
+    if (database != null) {
+      database.close();
+    }
+  }
+}

@@ -1,0 +1,100 @@
+package dev.rollcall.testing;
+
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * The run tables the tests recover from, and the namespaces over them. Every namespace {@code ns}
+ * has the registration secret {@code secret-ns} and reads {@code rollcall_it.<ns>_runs}.
+ */
+public final class SourceTables {
+
+  /** The schema of every test runs table. */
+  public static final String SCHEMA = "rollcall_it";
+
+  /** 10 000 active runs (and 2 000 terminal ones). Never changed by a test. */
+  public static final String LARGE = "large";
+
+  /** Active runs of {@link #LARGE}. */
+  public static final int LARGE_ACTIVE = 10_000;
+
+  /** 30 active runs (and 10 terminal ones). Never changed by a test. */
+  public static final String SMALL = "small";
+
+  /** Active runs of {@link #SMALL}. */
+  public static final int SMALL_ACTIVE = 30;
+
+  /** Empty at start; tests add runs to it. */
+  public static final String GROWING = "growing";
+
+  /** Empty at start; the benchmark fills it. */
+  public static final String BENCH = "bench";
+
+  private SourceTables() {}
+
+  /** The registration secret of a test namespace. */
+  public static String secret(String namespace) {
+    return "secret-" + namespace;
+  }
+
+  /** The qualified runs table of a test namespace. */
+  public static String table(String namespace) {
+    return SCHEMA + "." + namespace + "_runs";
+  }
+
+  /** Creates every test runs table from scratch. */
+  public static void create(TestDatabase db) {
+    db.execute("DROP SCHEMA IF EXISTS " + SCHEMA + " CASCADE", "CREATE SCHEMA " + SCHEMA);
+    for (String ns : new String[] {LARGE, SMALL, GROWING, BENCH}) {
+      db.execute(
+          "CREATE TABLE "
+              + table(ns)
+              + " (id text PRIMARY KEY, workflow_name text NOT NULL, status text NOT NULL,"
+              + " created_at timestamptz NOT NULL DEFAULT now(), payload jsonb)");
+    }
+    insertRuns(db, LARGE, 1, LARGE_ACTIVE, LARGE_ACTIVE / 5);
+    insertRuns(db, SMALL, 1, SMALL_ACTIVE, 10);
+  }
+
+  /**
+   * Inserts runs {@code wrun_<n>} for n in [first, first + active + terminal): every third run is
+   * pending, the others running; the terminal ones interleave with them.
+   */
+  public static void insertRuns(TestDatabase db, String ns, int first, int active, int terminal) {
+    db.execute(
+        "INSERT INTO "
+            + table(ns)
+            + " (id, workflow_name, status, payload)"
+            + " SELECT 'wrun_' || lpad(n::text, 10, '0'), 'flow' || (n % 7),"
+            + " CASE WHEN n % "
+            + Math.max(2, (active + terminal) / Math.max(1, terminal))
+            + " = 0 AND "
+            + terminal
+            + " > 0 THEN 'completed' ELSE (CASE WHEN n % 3 = 1 THEN 'pending' ELSE 'running' END)"
+            + " END, '{\"blob\": true}'"
+            + " FROM generate_series("
+            + first
+            + ", "
+            + (first + active + terminal - 1)
+            + ") AS n");
+  }
+
+  /** The rollcall.* settings of every test namespace. */
+  public static Map<String, String> namespaceSettings() {
+    Map<String, String> settings = new HashMap<>();
+    for (String ns : new String[] {LARGE, SMALL, GROWING, BENCH}) {
+      String p = "rollcall.namespaces.\"" + ns + "\".";
+      settings.put(p + "registration-secret", secret(ns));
+      settings.put(p + "source.kind", "table");
+      settings.put(p + "source.schema", SCHEMA);
+      settings.put(p + "source.table", ns + "_runs");
+      settings.put(p + "source.id-column", "id");
+      settings.put(p + "source.status-column", "status");
+      settings.put(p + "source.active-statuses", "pending,running");
+      settings.put(p + "source.name-column", "workflow_name");
+      settings.put(p + "source.created-at-column", "created_at");
+      settings.put(p + "source.queue-name-template", "__wkf_workflow_{name}");
+    }
+    return settings;
+  }
+}

@@ -1,0 +1,137 @@
+package dev.rollcall.testing;
+
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.util.Map;
+import org.testcontainers.DockerClientFactory;
+import org.testcontainers.postgresql.PostgreSQLContainer;
+
+/**
+ * A real PostgreSQL for tests, found in this order: an explicit URL from the environment ({@code
+ * ROLLCALL_TEST_JDBC_URL}, with {@code ROLLCALL_TEST_DB_USER} and {@code
+ * ROLLCALL_TEST_DB_PASSWORD}), else a Testcontainers container when Docker is available, else an
+ * embedded PostgreSQL. Tests never skip for lack of a database.
+ */
+public final class TestDatabase implements AutoCloseable {
+
+  private final String jdbcUrl;
+  private final String user;
+  private final String password;
+  private final AutoCloseable owner;
+  private final String origin;
+
+  private TestDatabase(
+      String jdbcUrl, String user, String password, AutoCloseable owner, String origin) {
+    this.jdbcUrl = jdbcUrl;
+    this.user = user;
+    this.password = password;
+    this.owner = owner;
+    this.origin = origin;
+  }
+
+  /** Starts or connects to a database. */
+  public static TestDatabase start() {
+    String url = System.getenv("ROLLCALL_TEST_JDBC_URL");
+    if (url != null && !url.isBlank()) {
+      return new TestDatabase(
+          url,
+          System.getenv().getOrDefault("ROLLCALL_TEST_DB_USER", "postgres"),
+          System.getenv().getOrDefault("ROLLCALL_TEST_DB_PASSWORD", "postgres"),
+          () -> {},
+          "ROLLCALL_TEST_JDBC_URL");
+    }
+    if (dockerAvailable()) {
+      PostgreSQLContainer container = new PostgreSQLContainer("postgres:17-alpine");
+      container.start();
+      return new TestDatabase(
+          container.getJdbcUrl(),
+          container.getUsername(),
+          container.getPassword(),
+          container::stop,
+          "Testcontainers");
+    }
+    try {
+      EmbeddedPostgres pg = EmbeddedPostgres.builder().start();
+      TestDatabase db =
+          new TestDatabase(
+              "jdbc:postgresql://localhost:" + pg.getPort() + "/postgres",
+              "postgres",
+              "postgres",
+              pg,
+              "embedded PostgreSQL");
+      db.execute("ALTER USER postgres PASSWORD 'postgres'");
+      return db;
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static boolean dockerAvailable() {
+    try {
+      return DockerClientFactory.instance().isDockerAvailable();
+    } catch (RuntimeException | LinkageError e) {
+      return false;
+    }
+  }
+
+  public String jdbcUrl() {
+    return jdbcUrl;
+  }
+
+  /** The same database as a Vert.x reactive URL. */
+  public String reactiveUrl() {
+    return jdbcUrl.substring("jdbc:".length());
+  }
+
+  public String user() {
+    return user;
+  }
+
+  public String password() {
+    return password;
+  }
+
+  /** Where the database came from, for logs. */
+  public String origin() {
+    return origin;
+  }
+
+  /** The Quarkus datasource settings that point at this database. */
+  public Map<String, String> quarkusSettings() {
+    return Map.of(
+        "quarkus.datasource.jdbc.url", jdbcUrl,
+        "quarkus.datasource.reactive.url", reactiveUrl(),
+        "quarkus.datasource.username", user,
+        "quarkus.datasource.password", password);
+  }
+
+  /** A new JDBC connection. */
+  public Connection connect() throws SQLException {
+    return DriverManager.getConnection(jdbcUrl, user, password);
+  }
+
+  /** Runs statements in one connection. */
+  public void execute(String... statements) {
+    try (Connection c = connect();
+        var s = c.createStatement()) {
+      for (String sql : statements) {
+        s.execute(sql);
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  @Override
+  public void close() {
+    try {
+      owner.close();
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}
