@@ -1,6 +1,8 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.error.DomainException;
+import dev.rollcall.error.Problems.SourceUnavailable;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.source.RunSource;
@@ -76,8 +78,7 @@ public class ClaimService {
                 return Uni.createFrom().item(found.get());
               }
               // Only the first claim of a deploy reads the snapshot bound; later ones find the row.
-              return source
-                  .snapshot(conn)
+              return unavailableIfFails(source, source.snapshot(conn))
                   .chain(
                       snapshot ->
                           epochs.createBoot(
@@ -139,8 +140,7 @@ public class ClaimService {
       // again before telling the caller to wait.
       return relet(conn, source, caller, epoch);
     }
-    return source
-        .page(conn, epoch.snapshot(), epoch.cursor(), maxRuns)
+    return unavailableIfFails(source, source.page(conn, epoch.snapshot(), epoch.cursor(), maxRuns))
         .chain(
             page -> {
               boolean last = page.size() < maxRuns;
@@ -215,6 +215,12 @@ public class ClaimService {
                         return new ClaimResult.Wait(waitHint(out.msUntilFirstExpiry()));
                       });
             });
+  }
+
+  /** A failure to read the source is the source's problem (503), not an internal error. */
+  private static <T> Uni<T> unavailableIfFails(RunSource source, Uni<T> read) {
+    return read.onFailure(e -> !(e instanceof DomainException))
+        .transform(e -> new SourceUnavailable(source.namespace(), e.getMessage()));
   }
 
   private long waitHint(long msUntilFirstExpiry) {

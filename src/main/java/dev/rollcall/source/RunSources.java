@@ -6,6 +6,7 @@ import dev.rollcall.config.RollcallConfig.SourceConfig;
 import dev.rollcall.error.Problems.UnknownNamespace;
 import io.quarkus.runtime.Startup;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Map;
@@ -77,19 +78,23 @@ public class RunSources {
   }
 
   private static RunSource table(String ns, SourceConfig s) {
-    List<String> active = required(s.activeStatuses(), "active-statuses");
-    return new TableSource(
-        ns,
-        required(s.schema(), "schema"),
-        required(s.table(), "table"),
-        required(s.idColumn(), "id-column"),
-        required(s.statusColumn(), "status-column"),
-        required(s.nameColumn(), "name-column"),
-        s.createdAtColumn(),
-        active,
+    List<String> missing = new ArrayList<>();
+    String schema = required(s.schema(), "schema", missing);
+    String table = required(s.table(), "table", missing);
+    String id = required(s.idColumn(), "id-column", missing);
+    String status = required(s.statusColumn(), "status-column", missing);
+    String name = required(s.nameColumn(), "name-column", missing);
+    List<String> active = required(s.activeStatuses(), "active-statuses", missing);
+    String template = required(s.queueNameTemplate(), "queue-name-template", missing);
+    if (!missing.isEmpty()) {
+      throw new IllegalArgumentException(
+          "source kind 'table' requires " + String.join(", ", missing));
+    }
+    Optional<String> pending =
         s.pendingStatus()
-            .or(() -> active.contains("pending") ? Optional.of("pending") : Optional.empty()),
-        required(s.queueNameTemplate(), "queue-name-template"));
+            .or(() -> active.contains("pending") ? Optional.of("pending") : Optional.empty());
+    return new TableSource(
+        ns, schema, table, id, status, name, s.createdAtColumn(), active, pending, template);
   }
 
   /**
@@ -122,8 +127,11 @@ public class RunSources {
         prefix + "{name}");
   }
 
-  private static <T> T required(Optional<T> value, String key) {
-    return value.orElseThrow(
-        () -> new IllegalArgumentException(key + " is required for source kind 'table'"));
+  private static <T> T required(Optional<T> value, String key, List<String> missing) {
+    if (value.isEmpty()) {
+      missing.add(key);
+      return null;
+    }
+    return value.get();
   }
 }

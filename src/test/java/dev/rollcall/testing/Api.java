@@ -27,11 +27,15 @@ public final class Api {
 
   public Api(URI base) {
     this.base = base;
-    this.http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    this.http =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(Duration.ofSeconds(5))
+            .build();
   }
 
   /** An HTTP answer: status, content type and JSON body (null when empty). */
-  public record Reply(int status, String contentType, JsonNode body) {
+  public record Reply(int status, String contentType, JsonNode body, String raw) {
     public Reply expect(int expected) {
       if (status != expected) {
         throw new AssertionError("expected HTTP " + expected + " but got " + this);
@@ -64,8 +68,9 @@ public final class Api {
     }
     try {
       HttpResponse<String> r = http.send(b.build(), HttpResponse.BodyHandlers.ofString());
-      JsonNode json = r.body() == null || r.body().isEmpty() ? null : JSON.readTree(r.body());
-      return new Reply(r.statusCode(), r.headers().firstValue("Content-Type").orElse(""), json);
+      String type = r.headers().firstValue("Content-Type").orElse("");
+      JsonNode json = type.contains("json") && !r.body().isEmpty() ? JSON.readTree(r.body()) : null;
+      return new Reply(r.statusCode(), type, json, r.body());
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     } catch (InterruptedException e) {
