@@ -22,11 +22,20 @@ public final class Api {
 
   public static final ObjectMapper JSON = new ObjectMapper();
 
-  private final URI base;
+  private final List<URI> bases;
+  private volatile int current;
   private final HttpClient http;
 
   public Api(URI base) {
-    this.base = base;
+    this(List.of(base));
+  }
+
+  /**
+   * A client of several service replicas: a request that cannot reach one (refused, reset) is sent
+   * to the next, as a load balancer would.
+   */
+  public Api(List<URI> bases) {
+    this.bases = List.copyOf(bases);
     this.http =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
@@ -55,6 +64,20 @@ public final class Api {
   public record Batch(long id, long epochId, int fence, List<String> runIds, JsonNode json) {}
 
   public Reply send(String method, String path, String bearer, String body) {
+    for (int attempt = 1; ; attempt++) {
+      int replica = current;
+      try {
+        return sendTo(bases.get(replica), method, path, bearer, body);
+      } catch (UncheckedIOException e) {
+        if (attempt >= 2 * bases.size() || bases.size() == 1) {
+          throw e;
+        }
+        current = (replica + 1) % bases.size();
+      }
+    }
+  }
+
+  private Reply sendTo(URI base, String method, String path, String bearer, String body) {
     HttpRequest.Builder b =
         HttpRequest.newBuilder(base.resolve(path)).timeout(Duration.ofSeconds(60));
     if (bearer != null) {

@@ -12,11 +12,22 @@ import java.util.Set;
 /** Direct reads and writes of the test database, for checks a client cannot see. */
 public final class Db {
 
+  private static volatile TestDatabase bound;
+
   private Db() {}
+
+  /** Points these helpers at a database (the test resource does so for service tests). */
+  public static void bind(TestDatabase database) {
+    bound = database;
+  }
+
+  private static Connection connect() throws SQLException {
+    return bound.connect();
+  }
 
   /** The first column of every row. */
   public static List<String> column(String sql, Object... params) {
-    try (Connection c = RollcallTestResource.database().connect();
+    try (Connection c = connect();
         PreparedStatement s = c.prepareStatement(sql)) {
       for (int i = 0; i < params.length; i++) {
         s.setObject(i + 1, params[i]);
@@ -42,7 +53,7 @@ public final class Db {
   }
 
   public static int update(String sql, Object... params) {
-    try (Connection c = RollcallTestResource.database().connect();
+    try (Connection c = connect();
         PreparedStatement s = c.prepareStatement(sql)) {
       for (int i = 0; i < params.length; i++) {
         s.setObject(i + 1, params[i]);

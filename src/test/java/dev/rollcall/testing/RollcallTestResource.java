@@ -26,6 +26,7 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     LOG.infof("tests use %s at %s", db.origin(), db.jdbcUrl());
     SourceTables.create(db);
     database = db;
+    Db.bind(db);
     Map<String, String> config = new HashMap<>(db.quarkusSettings());
     config.putAll(SourceTables.namespaceSettings());
     return config;

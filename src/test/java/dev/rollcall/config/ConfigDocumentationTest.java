@@ -1,0 +1,69 @@
+package dev.rollcall.config;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.smallrye.config.ConfigMapping;
+import io.smallrye.config.WithDefault;
+import java.io.IOException;
+import java.lang.reflect.Method;
+import java.lang.reflect.ParameterizedType;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.junit.jupiter.api.Test;
+
+/** The README's configuration table lists every key of {@link RollcallConfig}, with its default. */
+class ConfigDocumentationTest {
+
+  @Test
+  void theReadmeDocumentsEveryKeyAndEveryDefault() throws IOException {
+    Map<String, String> documented = new TreeMap<>();
+    for (String line : Files.readAllLines(Path.of("README.md"))) {
+      if (line.startsWith("| `rollcall.")) {
+        String[] cells = line.split("\\|");
+        documented.put(strip(cells[1]), strip(cells[2]));
+      }
+    }
+    Map<String, String> declared = new TreeMap<>();
+    String prefix = RollcallConfig.class.getAnnotation(ConfigMapping.class).prefix();
+    walk(RollcallConfig.class, prefix, declared);
+
+    assertEquals(declared.keySet(), documented.keySet(), "keys in the README table");
+    List<String> wrongDefaults = new ArrayList<>();
+    declared.forEach(
+        (key, def) -> {
+          if (def != null && !documented.get(key).startsWith(def)) {
+            wrongDefaults.add(key + ": declared " + def + ", documented " + documented.get(key));
+          }
+        });
+    assertEquals(List.of(), wrongDefaults);
+  }
+
+  private static void walk(Class<?> type, String prefix, Map<String, String> keys) {
+    for (Method m : type.getDeclaredMethods()) {
+      String key = prefix + "." + kebab(m.getName());
+      Class<?> returned = m.getReturnType();
+      if (returned == Map.class) {
+        Class<?> value =
+            (Class<?>) ((ParameterizedType) m.getGenericReturnType()).getActualTypeArguments()[1];
+        walk(value, key + ".\"<ns>\"", keys);
+      } else if (returned.isInterface() && returned.getEnclosingClass() == RollcallConfig.class) {
+        walk(returned, key, keys);
+      } else {
+        WithDefault def = m.getAnnotation(WithDefault.class);
+        keys.put(key, def == null ? null : def.value());
+      }
+    }
+  }
+
+  private static String kebab(String camel) {
+    return camel.replaceAll("([a-z])([A-Z])", "$1-$2").toLowerCase();
+  }
+
+  private static String strip(String cell) {
+    return cell.trim().replace("`", "");
+  }
+}

@@ -1,0 +1,148 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.ClaimerSwarm;
+import dev.rollcall.testing.ClaimerSwarm.Claimer;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.ServiceProcess;
+import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TestDatabase;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * Two packaged service processes on one database behave exactly like one, and a replica killed in
+ * the middle of an epoch loses nothing: its clients carry on through the other replica.
+ */
+@Tag("slow")
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class TwoReplicasIT {
+
+  static final int CLAIMERS = 16;
+
+  static TestDatabase db;
+  static ServiceProcess a;
+  static ServiceProcess b;
+
+  @BeforeAll
+  static void start() throws Exception {
+    db = TestDatabase.start();
+    Db.bind(db);
+    SourceTables.create(db);
+    Map<String, String> settings = new HashMap<>(SourceTables.namespaceSettings());
+    // A short batch lease, so that batches lost with a killed replica come back within seconds.
+    settings.put("rollcall.batch.lease", "3s");
+    CompletableFuture<ServiceProcess> first =
+        CompletableFuture.supplyAsync(() -> startReplica("replica-a", settings));
+    b = startReplica("replica-b", settings);
+    a = first.join();
+  }
+
+  static ServiceProcess startReplica(String name, Map<String, String> settings) {
+    try {
+      return ServiceProcess.start(name, db, settings);
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    for (AutoCloseable c : new AutoCloseable[] {a, b, db}) {
+      if (c != null) {
+        c.close();
+      }
+    }
+  }
+
+  @Test
+  @Order(1)
+  void claimersSpreadOverTwoReplicasShareOneEpochAndHandOutEveryRunOnce() throws Exception {
+    Api viaA = new Api(a.base());
+    Api viaB = new Api(b.base());
+    String deploy = UUID.randomUUID().toString();
+    List<Claimer> claimers = new ArrayList<>();
+    for (int i = 0; i < CLAIMERS; i++) {
+      Api api = i % 2 == 0 ? viaA : viaB;
+      claimers.add(new Claimer(api, api.register(SourceTables.LARGE, deploy, "c" + i)));
+    }
+
+    ClaimerSwarm.Outcome out = ClaimerSwarm.run(claimers, 250);
+
+    EpochInvariants.check(deploy, SourceTables.LARGE, out);
+    System.out.printf(
+        "two replicas, %d claimers, %d runs: %d batches, hand-outs per run %.2f, %d ms%n",
+        CLAIMERS,
+        out.handedOut().size(),
+        out.batches(),
+        EpochInvariants.handOutsPerRun(out.epochs().iterator().next()),
+        out.wallMillis());
+  }
+
+  @Test
+  @Order(2)
+  void aReplicaKilledMidEpochLosesNothing() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    List<Claimer> claimers = new ArrayList<>();
+    for (int i = 0; i < CLAIMERS; i++) {
+      // Each claimer prefers one replica and fails over to the other, like a load balancer.
+      Api api = new Api(i % 2 == 0 ? List.of(a.base(), b.base()) : List.of(b.base(), a.base()));
+      claimers.add(new Claimer(api, api.register(SourceTables.LARGE, deploy, "k" + i)));
+    }
+    CompletableFuture<ClaimerSwarm.Outcome> swarm =
+        CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return ClaimerSwarm.run(claimers, 100);
+              } catch (Exception e) {
+                throw new IllegalStateException(e);
+              }
+            });
+    // Kill replica A once the epoch is under way.
+    while (Db.number(
+            "SELECT count(*) FROM rollcall.batches b JOIN rollcall.epochs e ON e.id = b.epoch_id"
+                + " WHERE e.deployment_id = ?",
+            deploy)
+        < 10) {
+      Thread.sleep(5);
+    }
+    a.kill();
+
+    ClaimerSwarm.Outcome out = swarm.join();
+
+    long epoch = out.epochs().iterator().next();
+    assertEquals(1, out.epochs().size());
+    assertEquals(Db.activeRuns(SourceTables.LARGE), out.handedOut(), "no run lost");
+    assertEquals(
+        "closed", Db.column("SELECT state FROM rollcall.epochs WHERE id = ?", epoch).get(0));
+    // A run handed out more than once must have lost a lease in between.
+    List<String> unexplained =
+        Db.column(
+            "SELECT run_id FROM rollcall.ledger WHERE epoch_id = ? GROUP BY run_id"
+                + " HAVING count(*) > 1 AND count(*) FILTER (WHERE outcome = 'lease-expired') = 0",
+            epoch);
+    assertEquals(List.of(), unexplained);
+    long duplicates =
+        Db.number(
+            "SELECT count(*) - count(DISTINCT run_id) FROM rollcall.ledger WHERE epoch_id = ?",
+            epoch);
+    assertTrue(duplicates <= 100L * CLAIMERS, "only batches in flight at the kill: " + duplicates);
+    System.out.printf(
+        "replica killed mid-epoch: %d runs recovered, %d extra hand-outs from expired leases, %d ms%n",
+        out.handedOut().size(), duplicates, out.wallMillis());
+  }
+}

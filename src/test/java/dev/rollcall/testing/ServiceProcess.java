@@ -1,0 +1,111 @@
+package dev.rollcall.testing;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The packaged service ({@code target/quarkus-app/quarkus-run.jar}) started as its own process, as
+ * an operator would run it, against a given database. Its output goes to {@code
+ * target/it-logs/<name>.log}.
+ */
+public final class ServiceProcess implements AutoCloseable {
+
+  private final String name;
+  private final Process process;
+  private final int httpPort;
+  private final int managementPort;
+
+  private ServiceProcess(String name, Process process, int httpPort, int managementPort) {
+    this.name = name;
+    this.process = process;
+    this.httpPort = httpPort;
+    this.managementPort = managementPort;
+  }
+
+  /** Starts a replica and waits until it is ready. */
+  public static ServiceProcess start(String name, TestDatabase db, Map<String, String> settings)
+      throws IOException, InterruptedException {
+    Path app = Path.of(System.getProperty("rollcall.app.dir", "target/quarkus-app"));
+    Path jar = app.resolve("quarkus-run.jar");
+    if (!Files.exists(jar)) {
+      throw new IllegalStateException(jar + " is missing: run through 'mvnw verify'");
+    }
+    int http = freePort();
+    int management = freePort();
+    List<String> command = new ArrayList<>();
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.add("-Xmx256m");
+    command.add("-Dquarkus.http.port=" + http);
+    command.add("-Dquarkus.management.port=" + management);
+    db.quarkusSettings().forEach((k, v) -> command.add("-D" + k + "=" + v));
+    settings.forEach((k, v) -> command.add("-D" + k + "=" + v));
+    command.add("-jar");
+    command.add(jar.toString());
+    Path logs = Path.of("target", "it-logs");
+    Files.createDirectories(logs);
+    File log = logs.resolve(name + ".log").toFile();
+    Process p =
+        new ProcessBuilder(command)
+            .redirectErrorStream(true)
+            .redirectOutput(ProcessBuilder.Redirect.appendTo(log))
+            .start();
+    ServiceProcess replica = new ServiceProcess(name, p, http, management);
+    replica.awaitReady(Duration.ofSeconds(90));
+    return replica;
+  }
+
+  private void awaitReady(Duration timeout) throws InterruptedException {
+    Api management = new Api(URI.create("http://localhost:" + managementPort + "/"));
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (System.nanoTime() < deadline) {
+      if (!process.isAlive()) {
+        throw new IllegalStateException(name + " exited with " + process.exitValue());
+      }
+      try {
+        if (management.send("GET", "q/health/ready", null, null).status() == 200) {
+          return;
+        }
+      } catch (UncheckedIOException notYet) {
+        // not listening yet
+      }
+      Thread.sleep(200);
+    }
+    throw new IllegalStateException(name + " was not ready within " + timeout);
+  }
+
+  /** The service's API root. */
+  public URI base() {
+    return URI.create("http://localhost:" + httpPort + "/");
+  }
+
+  /** Kills the process at once, as a crash would (SIGKILL). */
+  public void kill() throws InterruptedException {
+    process.destroyForcibly();
+    process.waitFor();
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    if (process.isAlive()) {
+      process.destroy();
+      if (!process.waitFor(20, java.util.concurrent.TimeUnit.SECONDS)) {
+        kill();
+      }
+    }
+  }
+
+  private static int freePort() throws IOException {
+    try (ServerSocket s = new ServerSocket(0)) {
+      return s.getLocalPort();
+    }
+  }
+}
