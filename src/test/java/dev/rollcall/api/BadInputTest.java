@@ -6,11 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import io.quarkus.test.common.http.TestHTTPResource;
-import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -25,10 +24,7 @@ import org.junit.jupiter.api.Test;
  * nothing in the database.
  */
 @ServiceTest
-class BadInputTest {
-
-  @TestHTTPResource("/")
-  URI base;
+class BadInputTest extends ApiTestBase {
 
   /** One hostile request and the status it must get. */
   record Case(
@@ -42,7 +38,6 @@ class BadInputTest {
 
   @Test
   void badRequestsGetAProblemAndChangeNothing() throws Exception {
-    Api api = new Api(base);
     String ns = SourceTables.SMALL;
     String secret = SourceTables.secret(ns);
     String deploy = UUID.randomUUID().toString();

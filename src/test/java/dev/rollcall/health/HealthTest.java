@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.rollcall.testing.Api;
+import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
@@ -16,10 +17,7 @@ import java.util.UUID;
 import org.junit.jupiter.api.Test;
 
 @ServiceTest
-class HealthTest {
-
-  @TestHTTPResource("/")
-  URI base;
+class HealthTest extends ApiTestBase {
 
   /** The management interface's root, {@code /q/}. */
   @TestHTTPResource(value = "/", management = true)
@@ -72,7 +70,6 @@ class HealthTest {
       assertTrue(detail.contains("growing_runs"), detail);
       assertEquals("readable", sources.get("data").get(SourceTables.SMALL).asText());
 
-      Api api = new Api(base);
       Api.Reply claim =
           api.claim(api.register(SourceTables.GROWING, UUID.randomUUID().toString(), "a"), 5);
       claim.expect(503);

@@ -8,11 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import io.quarkus.test.common.http.TestHTTPResource;
-import java.net.URI;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -21,17 +20,12 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 @ServiceTest
-class BatchLeaseTest {
+class BatchLeaseTest extends ApiTestBase {
 
-  @TestHTTPResource("/")
-  URI base;
-
-  Api api;
   String deploy;
 
   @BeforeEach
   void setUp() {
-    api = new Api(base);
     deploy = UUID.randomUUID().toString();
   }
 

@@ -7,31 +7,19 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import io.quarkus.test.common.http.TestHTTPResource;
-import java.net.URI;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.UUID;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 @ServiceTest
-class BootRecoveryTest {
-
-  @TestHTTPResource("/")
-  URI base;
-
-  Api api;
-
-  @BeforeEach
-  void client() {
-    api = new Api(base);
-  }
+class BootRecoveryTest extends ApiTestBase {
 
   @Test
   void oneInstanceRecoversEveryActiveRunOnceAndThenIsDone() {

@@ -2,13 +2,11 @@ package dev.rollcall.recovery;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.rollcall.testing.Api;
+import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.ClaimerSwarm;
 import dev.rollcall.testing.ClaimerSwarm.Claimer;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import io.quarkus.test.common.http.TestHTTPResource;
-import java.net.URI;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -16,18 +14,14 @@ import org.jboss.logging.Logger;
 import org.junit.jupiter.api.Test;
 
 @ServiceTest
-class ConcurrentClaimTest {
+class ConcurrentClaimTest extends ApiTestBase {
 
   private static final Logger LOG = Logger.getLogger(ConcurrentClaimTest.class);
 
   static final int CLAIMERS = 32;
 
-  @TestHTTPResource("/")
-  URI base;
-
   @Test
   void thirtyTwoConcurrentClaimersShareOneEpochAndHandOutEveryRunExactlyOnce() throws Exception {
-    Api api = new Api(base);
     String deploy = UUID.randomUUID().toString();
     List<Claimer> claimers = new ArrayList<>();
     for (int i = 0; i < CLAIMERS; i++) {

@@ -8,29 +8,17 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import io.quarkus.test.common.http.TestHTTPResource;
-import java.net.URI;
 import java.time.OffsetDateTime;
 import java.util.List;
 import java.util.UUID;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 @ServiceTest
-class InstanceLifecycleTest {
-
-  @TestHTTPResource("/")
-  URI base;
-
-  Api api;
-
-  @BeforeEach
-  void client() {
-    api = new Api(base);
-  }
+class InstanceLifecycleTest extends ApiTestBase {
 
   static void expireInstanceLease(Instance instance) {
     Db.update(
