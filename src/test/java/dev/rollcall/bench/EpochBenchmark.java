@@ -37,13 +37,13 @@ class EpochBenchmark extends ApiTestBase {
     long activeRuns =
         Db.number("SELECT count(*) FROM " + table + " WHERE status IN ('pending','running')");
 
+    waitForStatistics();
+    long readBefore = rowsRead(table);
     String deploy = UUID.randomUUID().toString();
     List<Claimer> claimers = new ArrayList<>();
     for (int i = 0; i < claimerCount; i++) {
       claimers.add(new Claimer(api, api.register(SourceTables.BENCH, deploy, "bench-" + i)));
     }
-    waitForStatistics();
-    long readBefore = rowsRead(table);
 
     ClaimerSwarm.Outcome out = ClaimerSwarm.run(claimers, batch);
 

@@ -10,6 +10,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -65,6 +66,10 @@ public final class ClaimerSwarm {
                 return mine;
               }));
     }
+    // Instances heartbeat while they recover, as real ones do on their own timer.
+    ScheduledExecutorService heartbeats = Executors.newSingleThreadScheduledExecutor();
+    heartbeats.scheduleAtFixedRate(
+        () -> claimers.forEach(c -> c.api().heartbeat(c.instance())), 0, 2, TimeUnit.SECONDS);
     long t0 = System.nanoTime();
     start.countDown();
     int withWork = 0;
@@ -76,6 +81,7 @@ public final class ClaimerSwarm {
       }
     } finally {
       threads.shutdownNow();
+      heartbeats.shutdownNow();
     }
     long wall = (System.nanoTime() - t0) / 1_000_000;
     return new Outcome(handedOut, duplicates, epochs, batches.get(), withWork, wall);
