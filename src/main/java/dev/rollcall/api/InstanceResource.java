@@ -2,10 +2,13 @@ package dev.rollcall.api;
 
 import dev.rollcall.api.dto.Dtos.HeartbeatRequest;
 import dev.rollcall.api.dto.Dtos.HeartbeatResponse;
+import dev.rollcall.api.dto.Dtos.LeaveRequest;
 import dev.rollcall.api.dto.Dtos.RegisterRequest;
 import dev.rollcall.api.dto.Dtos.RegisterResponse;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.recovery.Departures;
 import dev.rollcall.registry.InstanceService;
+import dev.rollcall.registry.Ownership;
 import io.smallrye.mutiny.Uni;
 import jakarta.ws.rs.Consumes;
 import jakarta.ws.rs.DELETE;
@@ -15,6 +18,8 @@ import jakarta.ws.rs.Path;
 import jakarta.ws.rs.Produces;
 import jakarta.ws.rs.core.HttpHeaders;
 import jakarta.ws.rs.core.MediaType;
+import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import org.jboss.resteasy.reactive.ResponseStatus;
 import org.jboss.resteasy.reactive.RestPath;
@@ -26,10 +31,12 @@ import org.jboss.resteasy.reactive.RestPath;
 public class InstanceResource {
 
   private final InstanceService instances;
+  private final Departures departures;
   private final RollcallConfig config;
 
-  InstanceResource(InstanceService instances, RollcallConfig config) {
+  InstanceResource(InstanceService instances, Departures departures, RollcallConfig config) {
     this.instances = instances;
+    this.departures = departures;
     this.config = config;
   }
 
@@ -64,22 +71,35 @@ public class InstanceResource {
       @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
       @RestPath UUID id,
       HeartbeatRequest request) {
+    Optional<List<String>> inFlight = inFlight(request == null ? null : request.inFlight());
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
-        .chain(instances::heartbeat)
+        .chain(caller -> instances.heartbeat(caller, inFlight))
         .map(h -> new HeartbeatResponse(h.leaseExpiresAt(), h.recoveryPending()));
   }
 
-  /** Leaves gracefully: the instance's batches are released at once. */
+  /**
+   * Leaves gracefully, optionally with the last in-flight set: the instance's batches are released
+   * and its takeover opens at once.
+   */
   @DELETE
   @Path("/{id}")
   @ResponseStatus(204)
   public Uni<Void> leave(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, @RestPath UUID id) {
+      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
+      @RestPath UUID id,
+      LeaveRequest request) {
+    Optional<List<String>> inFlight = inFlight(request == null ? null : request.inFlight());
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
-        .chain(instances::leave);
+        .chain(caller -> departures.leave(caller, inFlight));
+  }
+
+  private static Optional<List<String>> inFlight(List<String> runIds) {
+    return runIds == null
+        ? Optional.empty()
+        : Optional.of(Requests.texts(runIds, "inFlight", Ownership.MAX_IN_FLIGHT));
   }
 }

@@ -101,7 +101,14 @@ public class RecoveryResource {
               batch.fence(),
               batch.leaseExpiresAt(),
               batch.runs().stream()
-                  .map(r -> new RunView(r.runId(), r.workflowName(), r.queueName(), r.reason()))
+                  .map(
+                      r ->
+                          new RunView(
+                              r.runId(),
+                              r.workflowName(),
+                              r.queueName(),
+                              r.reason(),
+                              r.deadInstanceId()))
                   .toList()),
           null,
           null);

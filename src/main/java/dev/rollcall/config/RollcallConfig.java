@@ -22,6 +22,25 @@ public interface RollcallConfig {
   @WithDefault("10s")
   Duration leaseTtl();
 
+  /**
+   * How often the reaper looks for instances whose lease expired and opens their takeover: a
+   * duration, or {@code off} (then only graceful leaves and evictions open takeovers).
+   */
+  @WithDefault("1s")
+  String reaperInterval();
+
+  /**
+   * Runs with engine activity more recent than this are not re-driven yet (reason {@code
+   * recently-active}): a peer may have just started them and not yet reported them. Default: two
+   * heartbeat intervals.
+   */
+  Optional<Duration> activityFence();
+
+  /** The activity fence in force: the configured one, else two heartbeat intervals. */
+  default Duration effectiveActivityFence() {
+    return activityFence().orElse(heartbeatInterval().multipliedBy(2));
+  }
+
   /** Batches: how recovery work is cut and leased. */
   Batch batch();
 
@@ -111,6 +130,9 @@ public interface RollcallConfig {
 
     /** table: optional creation time column; bounds the snapshot exactly when present. */
     Optional<String> createdAtColumn();
+
+    /** table: optional last-activity column; runs touched within the activity fence wait. */
+    Optional<String> updatedAtColumn();
 
     /** table: queue name of a run, with {@code {name}} standing for its workflow name. */
     Optional<String> queueNameTemplate();

@@ -144,40 +144,101 @@ public class Batches {
             });
   }
 
-  /** How many batches of an epoch are leased, and how long until the first lease expires. */
-  record Outstanding(long leased, long msUntilFirstExpiry) {}
-
-  /** The batches other claimers still hold. */
-  public Uni<Outstanding> outstanding(SqlClient client, long epochId) {
+  /**
+   * Ends the leases an instance holds now, because it left or died: the next claim of any peer
+   * re-leases those batches under a new fence instead of waiting out the batch lease.
+   */
+  public Uni<Integer> releaseHeldBy(SqlClient client, UUID instanceId) {
     return client
         .preparedQuery(
-            "SELECT count(*) AS leased, coalesce(ceil(extract(epoch FROM"
-                + " (min(lease_expires_at) - now())) * 1000), 0)::bigint AS ms"
-                + " FROM rollcall.batches WHERE epoch_id = $1 AND state = 'leased'")
-        .execute(Tuple.of(epochId))
+            "UPDATE rollcall.batches SET lease_expires_at = now()"
+                + " WHERE claimer_id = $1 AND state = 'leased' AND lease_expires_at > now()")
+        .execute(Tuple.of(instanceId))
+        .map(rows -> rows.rowCount());
+  }
+
+  /**
+   * What still holds an epoch open: batches other claimers lease (and how long until the first
+   * lease expires), and deferred runs (and how long until the first is due for its re-check).
+   */
+  record Outstanding(long leased, long msUntilFirstExpiry, long deferred, long msUntilDeferredDue) {
+    boolean any() {
+      return leased > 0 || deferred > 0;
+    }
+
+    /** How long until something may change without anyone completing a batch. */
+    long msUntilNextChange() {
+      long leaseMs = leased > 0 ? msUntilFirstExpiry : Long.MAX_VALUE;
+      long deferredMs = deferred > 0 ? msUntilDeferredDue : Long.MAX_VALUE;
+      return Math.min(leaseMs, deferredMs);
+    }
+  }
+
+  /** What still holds an epoch open; {@code $2} is the activity fence in milliseconds. */
+  public Uni<Outstanding> outstanding(SqlClient client, long epochId, long activityFenceMs) {
+    return client
+        .preparedQuery(
+            "SELECT b.leased, b.ms, d.deferred, d.ms AS deferred_ms FROM"
+                + " (SELECT count(*) AS leased, coalesce(ceil(extract(epoch FROM"
+                + "   (min(lease_expires_at) - now())) * 1000), 0)::bigint AS ms"
+                + "   FROM rollcall.batches WHERE epoch_id = $1 AND state = 'leased') b,"
+                + " (SELECT count(*) AS deferred, coalesce(ceil(extract(epoch FROM"
+                + "   (min(deferred_at) + $2::bigint * interval '1 millisecond' - now())) * 1000),"
+                + "   0)::bigint AS ms FROM rollcall.deferred WHERE epoch_id = $1) d")
+        .execute(Tuple.of(epochId, activityFenceMs))
         .map(
             rows -> {
               Row r = rows.iterator().next();
-              return new Outstanding(r.getLong("leased"), Math.max(0, r.getLong("ms")));
+              return new Outstanding(
+                  r.getLong("leased"),
+                  Math.max(0, r.getLong("ms")),
+                  r.getLong("deferred"),
+                  Math.max(0, r.getLong("deferred_ms")));
             });
+  }
+
+  /**
+   * Cuts ready batches (no claimer yet) of at most {@code size} runs each: the next claims of any
+   * instance in the namespace lease them. Takeovers are handed out this way.
+   */
+  public Uni<Integer> ready(SqlClient client, Epoch epoch, List<HandedOutRun> runs, int size) {
+    Uni<Integer> chain = Uni.createFrom().item(0);
+    for (int from = 0; from < runs.size(); from += size) {
+      List<HandedOutRun> part = runs.subList(from, Math.min(runs.size(), from + size));
+      chain =
+          chain.chain(
+              n ->
+                  client
+                      .preparedQuery(
+                          "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, run_count)"
+                              + " VALUES ($1, 'ready', 0, 0, $2) RETURNING id")
+                      .execute(Tuple.of(epoch.id(), part.size()))
+                      .chain(rows -> insertRuns(client, rows.iterator().next().getLong("id"), part))
+                      .map(ignored -> n + 1));
+    }
+    return chain;
   }
 
   private static Uni<Void> insertRuns(SqlClient client, long batchId, List<HandedOutRun> runs) {
     String[] ids = new String[runs.size()];
     String[] names = new String[runs.size()];
     String[] reasons = new String[runs.size()];
+    String[] dead = new String[runs.size()];
     for (int i = 0; i < runs.size(); i++) {
-      ids[i] = runs.get(i).runId();
-      names[i] = runs.get(i).workflowName();
-      reasons[i] = runs.get(i).reason().wire();
+      HandedOutRun run = runs.get(i);
+      ids[i] = run.runId();
+      names[i] = run.workflowName();
+      reasons[i] = run.reason().wire();
+      dead[i] = run.deadInstanceId() == null ? null : run.deadInstanceId().toString();
     }
     return client
         .preparedQuery(
-            "INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason)"
-                + " SELECT $1, u.run_id, u.workflow_name, u.reason"
-                + " FROM unnest($2::text[], $3::text[], $4::text[])"
-                + " AS u(run_id, workflow_name, reason)")
-        .execute(Tuple.of(batchId, ids, names, reasons))
+            "INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason,"
+                + " dead_instance_id)"
+                + " SELECT $1, u.run_id, u.workflow_name, u.reason, u.dead::uuid"
+                + " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])"
+                + " AS u(run_id, workflow_name, reason, dead)")
+        .execute(Tuple.of(batchId, ids, names, reasons, dead))
         .replaceWithVoid();
   }
 
@@ -198,7 +259,7 @@ public class Batches {
   public Uni<List<HandedOutRun>> runsOf(SqlClient client, RunSource source, long batchId) {
     return client
         .preparedQuery(
-            "SELECT run_id, workflow_name, reason FROM rollcall.batch_runs"
+            "SELECT run_id, workflow_name, reason, dead_instance_id FROM rollcall.batch_runs"
                 + " WHERE batch_id = $1 ORDER BY run_id")
         .execute(Tuple.of(batchId))
         .map(
@@ -211,7 +272,8 @@ public class Batches {
                         r.getString("run_id"),
                         name,
                         source.queueName(name),
-                        Reason.fromWire(r.getString("reason"))));
+                        Reason.fromWire(r.getString("reason")),
+                        r.getUUID("dead_instance_id")));
               }
               return runs;
             });

@@ -3,6 +3,7 @@ package dev.rollcall.recovery;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems.SourceUnavailable;
+import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.source.RunSource;
@@ -18,16 +19,20 @@ import java.util.Optional;
 import java.util.concurrent.ThreadLocalRandom;
 
 /**
- * Decides claims. One claim is one transaction that, for each epoch the caller may serve:
+ * Decides claims. One claim is one transaction that serves the caller's epochs in order — the
+ * namespace's open takeovers (oldest first), then its deploy's boot epoch — and for each:
  *
  * <ol>
- *   <li>re-leases a claimable batch (a retry batch, or one whose lease expired), skipping batches
+ *   <li>re-leases a claimable batch (a ready batch, or one whose lease expired), skipping batches
  *       other claimers are taking at this moment; else
- *   <li>takes the epoch lock and cuts the next page of the scan into a new batch; else
- *   <li>with the scan finished, closes the epoch if no batch is outstanding, or moves on.
+ *   <li>takes the epoch lock and cuts the next page of the scan into a batch (runs a live instance
+ *       owns, or that were recently active, are deferred); else
+ *   <li>with the scan finished, re-checks deferred runs that are due and hands out those whose
+ *       proof is gone; else
+ *   <li>closes the epoch if nothing is outstanding, or moves on.
  * </ol>
  *
- * If no epoch yields a batch, the caller is told to wait (others hold batches that may still come
+ * If no epoch yields a batch, the caller is told to wait (batches or deferred runs may still come
  * back) or that it is done.
  */
 @ApplicationScoped
@@ -37,15 +42,43 @@ public class ClaimService {
   private final RunSources sources;
   private final Epochs epochs;
   private final Batches batches;
+  private final Deferrals deferrals;
+  private final Classifier classifier;
+  private final Ledger ledger;
   private final RollcallConfig config;
 
   ClaimService(
-      Pool pool, RunSources sources, Epochs epochs, Batches batches, RollcallConfig config) {
+      Pool pool,
+      RunSources sources,
+      Epochs epochs,
+      Batches batches,
+      Deferrals deferrals,
+      Classifier classifier,
+      Ledger ledger,
+      RollcallConfig config) {
     this.pool = pool;
     this.sources = sources;
     this.epochs = epochs;
     this.batches = batches;
+    this.deferrals = deferrals;
+    this.classifier = classifier;
+    this.ledger = ledger;
     this.config = config;
+  }
+
+  /** The result of serving one epoch: a batch, or nothing now (with a wait hint if it may come). */
+  private record Served(Optional<LeasedBatch> batch, Optional<Long> waitMs) {
+    static Served batch(LeasedBatch batch) {
+      return new Served(Optional.of(batch), Optional.empty());
+    }
+
+    static Served nothing() {
+      return new Served(Optional.empty(), Optional.empty());
+    }
+
+    static Served later(long waitMs) {
+      return new Served(Optional.empty(), Optional.of(waitMs));
+    }
   }
 
   /** Claims up to {@code maxRuns} runs for the caller. */
@@ -57,15 +90,52 @@ public class ClaimService {
                 .chain(() -> bootEpoch(conn, source, caller))
                 .chain(
                     boot ->
-                        serve(conn, source, caller, boot, maxRuns)
-                            .map(
-                                batch ->
-                                    batch.<ClaimResult>map(ClaimResult.Batch::new).orElse(null))
+                        epochs
+                            .openTakeovers(conn, caller.namespace())
                             .chain(
-                                result ->
-                                    result != null
-                                        ? Uni.createFrom().item(result)
-                                        : waitOrDone(conn, boot))));
+                                takeovers -> {
+                                  List<Epoch> order = new ArrayList<>(takeovers);
+                                  order.add(boot);
+                                  return serveInOrder(
+                                      conn,
+                                      source,
+                                      caller,
+                                      order,
+                                      0,
+                                      maxRuns,
+                                      Optional.empty(),
+                                      boot);
+                                })));
+  }
+
+  private Uni<ClaimResult> serveInOrder(
+      SqlClient conn,
+      RunSource source,
+      Caller caller,
+      List<Epoch> order,
+      int index,
+      int maxRuns,
+      Optional<Long> waitMs,
+      Epoch boot) {
+    if (index == order.size()) {
+      return Uni.createFrom()
+          .item(
+              waitMs
+                  .<ClaimResult>map(ms -> new ClaimResult.Wait(waitHint(ms)))
+                  .orElse(new ClaimResult.Done(boot.id())));
+    }
+    return serve(conn, source, caller, order.get(index), maxRuns)
+        .chain(
+            served -> {
+              if (served.batch().isPresent()) {
+                return Uni.createFrom().item(new ClaimResult.Batch(served.batch().get()));
+              }
+              Optional<Long> wait =
+                  served.waitMs().isEmpty()
+                      ? waitMs
+                      : Optional.of(Math.min(served.waitMs().get(), waitMs.orElse(Long.MAX_VALUE)));
+              return serveInOrder(conn, source, caller, order, index + 1, maxRuns, wait, boot);
+            });
   }
 
   /** The deploy's boot epoch, created on the first claim of the deploy. */
@@ -93,20 +163,19 @@ public class ClaimService {
             });
   }
 
-  /** A batch from this epoch for the caller, if there is one. */
-  private Uni<Optional<LeasedBatch>> serve(
+  private Uni<Served> serve(
       SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
     if (!epoch.open()) {
-      return Uni.createFrom().item(Optional.empty());
+      return Uni.createFrom().item(Served.nothing());
     }
     return relet(conn, source, caller, epoch)
         .chain(
             batch ->
                 batch.isPresent()
-                    ? Uni.createFrom().item(batch)
+                    ? Uni.createFrom().item(Served.batch(batch.get()))
                     : epochs
                         .lock(conn, epoch.id())
-                        .chain(locked -> cutOrRelet(conn, source, caller, locked, maxRuns)));
+                        .chain(locked -> underLock(conn, source, caller, locked, maxRuns)));
   }
 
   /** Re-leases the oldest claimable batch, giving up batches that were handed out too often. */
@@ -129,92 +198,145 @@ public class ClaimService {
             });
   }
 
-  /** Under the epoch lock: cut pages until one yields runs to hand out, or the scan ends. */
-  private Uni<Optional<LeasedBatch>> cutOrRelet(
+  /** Holding the epoch lock: cut pages, else re-check deferred runs, else close or wait. */
+  private Uni<Served> underLock(
       SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
     if (!epoch.open()) {
-      return Uni.createFrom().item(Optional.empty());
+      return Uni.createFrom().item(Served.nothing());
     }
-    if (epoch.scanDone()) {
-      // A lease may have expired since the first look; the lock does not cover batches, so look
-      // again before telling the caller to wait.
-      return relet(conn, source, caller, epoch);
+    if (!epoch.scanDone()) {
+      return cutPage(conn, source, caller, epoch, maxRuns);
     }
-    return unavailableIfFails(source, source.page(conn, epoch.snapshot(), epoch.cursor(), maxRuns))
+    // A lease may have expired since the first look; the epoch lock does not cover batches.
+    return relet(conn, source, caller, epoch)
+        .chain(
+            batch ->
+                batch.isPresent()
+                    ? Uni.createFrom().item(Served.batch(batch.get()))
+                    : recheckDeferred(conn, source, caller, epoch, maxRuns));
+  }
+
+  /** Cuts the next page; a page that hands nothing out (all deferred) moves on to the next. */
+  private Uni<Served> cutPage(
+      SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
+    Uni<List<ScannedRun>> read =
+        source.page(
+            conn, epoch.snapshot(), epoch.cursor(), maxRuns, config.effectiveActivityFence());
+    return unavailableIfFails(source, read)
         .chain(
             page -> {
               boolean last = page.size() < maxRuns;
               Optional<String> cursor =
-                  page.isEmpty()
-                      ? Optional.empty()
-                      : Optional.of(page.get(page.size() - 1).runId());
-              List<HandedOutRun> runs = handOut(source, page);
-              Uni<Void> advanced = epochs.advance(conn, epoch.id(), cursor, last, page.size());
-              if (!runs.isEmpty()) {
-                return advanced
-                    .chain(() -> batches.cut(conn, epoch, runs, caller.instanceId(), leaseMs()))
-                    .map(Optional::of);
-              }
-              Epoch next =
-                  new Epoch(
-                      epoch.id(),
-                      epoch.namespace(),
-                      epoch.kind(),
-                      epoch.open(),
-                      epoch.snapshot(),
-                      cursor.or(epoch::cursor),
-                      last);
-              return advanced.chain(() -> cutOrRelet(conn, source, caller, next, maxRuns));
+                  page.isEmpty() ? epoch.cursor() : Optional.of(page.get(page.size() - 1).runId());
+              Epoch advanced = epoch.advancedTo(cursor, last);
+              return classifier
+                  .firstLook(conn, source, page)
+                  .chain(
+                      verdicts ->
+                          epochs
+                              .advance(conn, epoch.id(), cursor, last, page.size())
+                              .chain(
+                                  () ->
+                                      deferrals.defer(conn, epoch, of(verdicts, Disposition.DEFER)))
+                              .chain(
+                                  () ->
+                                      handOut(
+                                          conn,
+                                          source,
+                                          caller,
+                                          advanced,
+                                          of(verdicts, Disposition.HAND_OUT),
+                                          maxRuns)));
             });
   }
 
   /**
-   * The verdict of every scanned run. The table source does not classify runs, so every active run
-   * is re-driven (fail open): {@code pending} when it has not started, else {@code unclassified}.
+   * Leases the runs to the caller as a new batch, or carries on under the lock if there are none.
    */
-  private static List<HandedOutRun> handOut(RunSource source, List<ScannedRun> page) {
-    List<HandedOutRun> runs = new ArrayList<>(page.size());
-    for (ScannedRun run : page) {
-      Reason reason = source.isPending(run) ? Reason.PENDING : Reason.UNCLASSIFIED;
-      runs.add(
-          new HandedOutRun(
-              run.runId(), run.workflowName(), source.queueName(run.workflowName()), reason));
+  private Uni<Served> handOut(
+      SqlClient conn,
+      RunSource source,
+      Caller caller,
+      Epoch epoch,
+      List<Verdict> runs,
+      int maxRuns) {
+    if (runs.isEmpty()) {
+      return underLock(conn, source, caller, epoch, maxRuns);
     }
-    return runs;
+    List<HandedOutRun> handed = new ArrayList<>(runs.size());
+    for (Verdict v : runs) {
+      handed.add(
+          new HandedOutRun(
+              v.runId(),
+              v.workflowName(),
+              source.queueName(v.workflowName()),
+              v.reason(),
+              v.deadInstanceId()));
+    }
+    return batches.cut(conn, epoch, handed, caller.instanceId(), leaseMs()).map(Served::batch);
   }
 
   /**
-   * Nothing to hand out: close the epoch if every batch is finished (under the epoch lock), else
-   * tell the caller when to look again — never later than the first outstanding lease expiry.
+   * The scan is finished: deferred runs whose re-check is due are skipped for good (still owned,
+   * still active, finished) or handed out; when none is due, close the epoch or report when to look
+   * again.
    */
-  private Uni<ClaimResult> waitOrDone(SqlClient conn, Epoch boot) {
-    if (!boot.open()) {
-      return Uni.createFrom().item(new ClaimResult.Done(boot.id()));
-    }
-    return epochs
-        .lock(conn, boot.id())
+  private Uni<Served> recheckDeferred(
+      SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
+    long fenceMs = config.effectiveActivityFence().toMillis();
+    return deferrals
+        .due(conn, epoch.id(), fenceMs, maxRuns)
         .chain(
-            locked ->
-                !locked.open()
-                    ? Uni.createFrom().item(Boolean.TRUE)
-                    : epochs.closeIfFinished(conn, boot.id()))
+            due -> {
+              if (due.isEmpty()) {
+                return closeOrWait(conn, epoch);
+              }
+              return unavailableIfFails(source, classifier.recheck(conn, source, due))
+                  .chain(
+                      verdicts ->
+                          deferrals
+                              .resolve(conn, epoch.id(), due)
+                              .chain(
+                                  () ->
+                                      ledger.record(
+                                          conn,
+                                          epoch,
+                                          of(verdicts, Disposition.SKIP),
+                                          "skipped",
+                                          null))
+                              .chain(
+                                  () ->
+                                      handOut(
+                                          conn,
+                                          source,
+                                          caller,
+                                          epoch,
+                                          of(verdicts, Disposition.HAND_OUT),
+                                          maxRuns)));
+            });
+  }
+
+  private Uni<Served> closeOrWait(SqlClient conn, Epoch epoch) {
+    return epochs
+        .closeIfFinished(conn, epoch.id())
         .chain(
             closed -> {
               if (closed) {
-                return Uni.createFrom().item(new ClaimResult.Done(boot.id()));
+                return Uni.createFrom().item(Served.nothing());
               }
               return batches
-                  .outstanding(conn, boot.id())
+                  .outstanding(conn, epoch.id(), config.effectiveActivityFence().toMillis())
                   .map(
-                      out -> {
-                        if (out.leased() == 0) {
-                          // Scan not finished yet is impossible here (serve cut pages until it
-                          // was); this is a retry batch another claimer is taking right now.
-                          return new ClaimResult.Wait(config.claim().waitMin().toMillis());
-                        }
-                        return new ClaimResult.Wait(waitHint(out.msUntilFirstExpiry()));
-                      });
+                      out ->
+                          out.any()
+                              ? Served.later(out.msUntilNextChange())
+                              // A ready batch another claimer is taking right now.
+                              : Served.later(config.claim().waitMin().toMillis()));
             });
+  }
+
+  private static List<Verdict> of(List<Verdict> verdicts, Disposition disposition) {
+    return verdicts.stream().filter(v -> v.disposition() == disposition).toList();
   }
 
   /** A failure to read the source is the source's problem (503), not an internal error. */
@@ -223,12 +345,15 @@ public class ClaimService {
         .transform(e -> new SourceUnavailable(source.namespace(), e.getMessage()));
   }
 
-  private long waitHint(long msUntilFirstExpiry) {
+  /**
+   * Jitter spreads waiting claimers out; something that may change sooner (a lease expiring, a
+   * deferred run falling due) brings the next look forward.
+   */
+  private long waitHint(long msUntilNextChange) {
     long min = config.claim().waitMin().toMillis();
     long max = Math.max(min, config.claim().waitMax().toMillis());
-    // Jitter spreads waiting claimers out; an expiring lease brings the next look forward.
     long jittered = ThreadLocalRandom.current().nextLong(min, max + 1);
-    return Math.max(min, Math.min(jittered, msUntilFirstExpiry));
+    return Math.max(min, Math.min(jittered, msUntilNextChange));
   }
 
   private long leaseMs() {

@@ -18,6 +18,11 @@ public record Epoch(
   static final String COLUMNS =
       "id, namespace, kind, state, snapshot_max_id, snapshot_at, scan_cursor, scan_done";
 
+  /** This epoch with its scan moved on (as {@code Epochs.advance} records it). */
+  Epoch advancedTo(Optional<String> newCursor, boolean done) {
+    return new Epoch(id, namespace, kind, open, snapshot, newCursor, done);
+  }
+
   static Epoch from(Row row) {
     return new Epoch(
         row.getLong("id"),

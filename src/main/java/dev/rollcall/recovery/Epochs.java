@@ -7,6 +7,9 @@ import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
 import org.jboss.logging.Logger;
@@ -73,6 +76,41 @@ public class Epochs {
             });
   }
 
+  /** The open takeover epochs of a namespace, oldest first: claims serve them before boot work. */
+  public Uni<List<Epoch>> openTakeovers(SqlClient client, String namespace) {
+    return client
+        .preparedQuery(
+            "SELECT "
+                + Epoch.COLUMNS
+                + " FROM rollcall.epochs WHERE namespace = $1 AND kind = 'takeover'"
+                + " AND state = 'open' ORDER BY id")
+        .execute(Tuple.of(namespace))
+        .map(
+            rows -> {
+              List<Epoch> list = new ArrayList<>(rows.size());
+              rows.forEach(r -> list.add(Epoch.from(r)));
+              return list;
+            });
+  }
+
+  /**
+   * Opens the takeover epoch of a dead or departed instance, unless one exists (the unique index on
+   * the subject makes a second opener's insert a no-op). Its runs are cut into ready batches by the
+   * caller, so the scan is born finished.
+   */
+  public Uni<Optional<Epoch>> openTakeover(
+      SqlClient client, String namespace, UUID subject, OffsetDateTime leaseExpiredAt) {
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.epochs (namespace, kind, subject_instance_id, scan_done,"
+                + " subject_lease_expired_at) VALUES ($1, 'takeover', $2, true, $3)"
+                + " ON CONFLICT (subject_instance_id) WHERE kind = 'takeover' DO NOTHING"
+                + " RETURNING "
+                + Epoch.COLUMNS)
+        .execute(Tuple.of(namespace, subject, leaseExpiredAt))
+        .map(Epochs::first);
+  }
+
   /**
    * Locks an epoch for the rest of the transaction. Cutting a page (which moves the scan cursor)
    * and closing happen only under this lock, so the cursor never forks and an epoch is never closed
@@ -108,6 +146,7 @@ public class Epochs {
                 + " closed_at = now() WHERE id = $1 AND state = 'open' AND scan_done"
                 + " AND NOT EXISTS (SELECT 1 FROM rollcall.batches b"
                 + "   WHERE b.epoch_id = $1 AND b.state IN ('ready', 'leased'))"
+                + " AND NOT EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = $1)"
                 + " RETURNING id, namespace, kind")
         .execute(Tuple.of(epochId))
         .map(

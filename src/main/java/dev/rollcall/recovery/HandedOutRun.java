@@ -1,4 +1,11 @@
 package dev.rollcall.recovery;
 
-/** A run in a batch: what the claimer needs to enqueue it exactly as the engine would. */
-public record HandedOutRun(String runId, String workflowName, String queueName, Reason reason) {}
+import java.util.UUID;
+
+/**
+ * A run in a batch: what the claimer needs to enqueue it exactly as the engine would.
+ *
+ * @param deadInstanceId for a takeover, the dead instance the run was taken from; else null
+ */
+public record HandedOutRun(
+    String runId, String workflowName, String queueName, Reason reason, UUID deadInstanceId) {}

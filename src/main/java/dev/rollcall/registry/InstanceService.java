@@ -9,13 +9,14 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
-import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.OffsetDateTime;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
+import java.util.stream.StreamSupport;
 import org.jboss.logging.Logger;
 
 /**
@@ -29,10 +30,12 @@ public class InstanceService {
   private static final Logger LOG = Logger.getLogger(InstanceService.class);
 
   private final Pool pool;
+  private final Ownership ownership;
   private final RollcallConfig config;
 
-  InstanceService(Pool pool, RollcallConfig config) {
+  InstanceService(Pool pool, Ownership ownership, RollcallConfig config) {
     this.pool = pool;
+    this.ownership = ownership;
     this.config = config;
   }
 
@@ -105,67 +108,125 @@ public class InstanceService {
   public record Heartbeat(OffsetDateTime leaseExpiresAt, boolean recoveryPending) {}
 
   /**
-   * Renews the lease of a live instance. The same statement tells whether recovery work is open for
-   * it, so the hot heartbeat path is one round trip.
+   * Renews the lease of a live instance and, when given, replaces its in-flight set, in one
+   * transaction. The renewal also tells whether recovery work is open for the instance, so the hot
+   * heartbeat path stays two statements at most.
    */
-  public Uni<Heartbeat> heartbeat(Caller caller) {
-    return pool.preparedQuery(
-            "UPDATE rollcall.instances SET last_heartbeat_at = now(),"
-                + " lease_expires_at = now() + $2::bigint * interval '1 millisecond'"
-                + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
-                + " RETURNING lease_expires_at, EXISTS (SELECT 1 FROM rollcall.epochs e"
-                + "   WHERE e.namespace = $3 AND e.state = 'open'"
-                + "   AND (e.kind <> 'boot' OR e.deployment_id = $4)) AS recovery_pending")
-        .execute(
-            Tuple.of(
-                caller.instanceId(),
-                config.leaseTtl().toMillis(),
-                caller.namespace(),
-                caller.deploymentId()))
-        .map(
-            rows -> {
-              if (rows.size() == 0) {
-                throw new InstanceGone(caller.instanceId());
-              }
-              Row row = rows.iterator().next();
-              return new Heartbeat(
-                  row.getOffsetDateTime("lease_expires_at"), row.getBoolean("recovery_pending"));
-            });
+  public Uni<Heartbeat> heartbeat(Caller caller, Optional<List<String>> inFlight) {
+    return pool.withTransaction(
+        conn ->
+            conn.preparedQuery(
+                    "UPDATE rollcall.instances SET last_heartbeat_at = now(),"
+                        + " lease_expires_at = now() + $2::bigint * interval '1 millisecond'"
+                        + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
+                        + " RETURNING lease_expires_at, EXISTS (SELECT 1 FROM rollcall.epochs e"
+                        + "   WHERE e.namespace = $3 AND e.state = 'open'"
+                        + "   AND (e.kind <> 'boot' OR e.deployment_id = $4)) AS recovery_pending")
+                .execute(
+                    Tuple.of(
+                        caller.instanceId(),
+                        config.leaseTtl().toMillis(),
+                        caller.namespace(),
+                        caller.deploymentId()))
+                .chain(
+                    rows -> {
+                      if (rows.size() == 0) {
+                        throw new InstanceGone(caller.instanceId());
+                      }
+                      Row row = rows.iterator().next();
+                      Heartbeat beat =
+                          new Heartbeat(
+                              row.getOffsetDateTime("lease_expires_at"),
+                              row.getBoolean("recovery_pending"));
+                      return inFlight.isEmpty()
+                          ? Uni.createFrom().item(beat)
+                          : ownership.replace(conn, caller, inFlight.get()).replaceWith(beat);
+                    }));
+  }
+
+  /** What became of a leave. */
+  public enum Departure {
+    /** The instance left now: its takeover must be opened. */
+    LEFT,
+    /** It had left before: nothing to do. */
+    ALREADY_LEFT
   }
 
   /**
-   * Graceful leave. The instance's leased batches are released at once (their leases end now), so
-   * peers can re-lease them on their next claim instead of waiting out the batch lease. Leaving
-   * twice is harmless; leaving after the lease expired is refused like any act of a dead instance.
+   * Marks a live instance as left, in the caller's transaction. Leaving twice is harmless; leaving
+   * after the lease expired is refused like any act of a dead instance.
    */
-  public Uni<Void> leave(Caller caller) {
-    return pool.withTransaction(
-            conn ->
-                conn.preparedQuery(
-                        "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
-                            + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
-                            + " AND lease_expires_at > now() RETURNING id")
-                    .execute(Tuple.of(caller.instanceId()))
-                    .chain(
-                        rows -> {
-                          if (rows.size() == 1) {
-                            LOG.infof(
-                                "instance %s left namespace %s",
-                                caller.instanceId(), caller.namespace());
-                            return releaseBatches(conn, caller.instanceId());
-                          }
-                          return conn.preparedQuery(
-                                  "SELECT state FROM rollcall.instances WHERE id = $1")
-                              .execute(Tuple.of(caller.instanceId()))
-                              .map(
-                                  state -> {
-                                    if ("left".equals(state.iterator().next().getString("state"))) {
-                                      return null;
-                                    }
-                                    throw new InstanceGone(caller.instanceId());
-                                  });
-                        }))
-        .replaceWithVoid();
+  public Uni<Departure> markLeft(SqlClient conn, Caller caller) {
+    return conn.preparedQuery(
+            "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
+                + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
+                + " AND lease_expires_at > now() RETURNING id")
+        .execute(Tuple.of(caller.instanceId()))
+        .chain(
+            rows -> {
+              if (rows.size() == 1) {
+                LOG.infof("instance %s left namespace %s", caller.instanceId(), caller.namespace());
+                return Uni.createFrom().item(Departure.LEFT);
+              }
+              return conn.preparedQuery("SELECT state FROM rollcall.instances WHERE id = $1")
+                  .execute(Tuple.of(caller.instanceId()))
+                  .map(
+                      state -> {
+                        if ("left".equals(state.iterator().next().getString("state"))) {
+                          return Departure.ALREADY_LEFT;
+                        }
+                        throw new InstanceGone(caller.instanceId());
+                      });
+            });
+  }
+
+  /** A live instance whose lease expired, now declared dead. */
+  public record Dead(
+      UUID instanceId, String namespace, List<String> workerIds, OffsetDateTime leaseExpiredAt) {}
+
+  /** Live instances whose lease has expired by the database's clock, oldest first. */
+  public Uni<List<UUID>> expired(int limit) {
+    return pool.preparedQuery(
+            "SELECT id FROM rollcall.instances WHERE state = 'live' AND lease_expires_at <= now()"
+                + " ORDER BY lease_expires_at LIMIT $1")
+        .execute(Tuple.of(limit))
+        .map(
+            rows ->
+                StreamSupport.stream(rows.spliterator(), false).map(r -> r.getUUID("id")).toList());
+  }
+
+  /**
+   * Declares an instance dead if its lease has expired, in the caller's transaction. The guard
+   * makes this a race that exactly one service replica wins per instance, and that a heartbeat
+   * renewing the lease first wins against all of them: empty means someone else decided.
+   */
+  public Uni<Optional<Dead>> markDeadIfExpired(SqlClient conn, UUID instanceId) {
+    return conn.preparedQuery(
+            "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
+                + " end_reason = 'lease-expired'"
+                + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
+                + " RETURNING id, namespace, worker_ids, lease_expires_at")
+        .execute(Tuple.of(instanceId))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                return Optional.empty();
+              }
+              Row r = rows.iterator().next();
+              return Optional.of(
+                  new Dead(
+                      r.getUUID("id"),
+                      r.getString("namespace"),
+                      List.of(r.getArrayOfStrings("worker_ids")),
+                      r.getOffsetDateTime("lease_expires_at")));
+            });
+  }
+
+  /** The queue worker ids an instance registered. */
+  public Uni<List<String>> workerIds(SqlClient conn, UUID instanceId) {
+    return conn.preparedQuery("SELECT worker_ids FROM rollcall.instances WHERE id = $1")
+        .execute(Tuple.of(instanceId))
+        .map(rows -> List.of(rows.iterator().next().getArrayOfStrings("worker_ids")));
   }
 
   /**
@@ -186,13 +247,5 @@ public class InstanceService {
               }
               return null;
             });
-  }
-
-  private static Uni<RowSet<Row>> releaseBatches(SqlClient client, UUID instanceId) {
-    return client
-        .preparedQuery(
-            "UPDATE rollcall.batches SET lease_expires_at = now()"
-                + " WHERE claimer_id = $1 AND state = 'leased' AND lease_expires_at > now()")
-        .execute(Tuple.of(instanceId));
   }
 }

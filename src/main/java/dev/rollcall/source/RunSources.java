@@ -94,7 +94,17 @@ public class RunSources {
         s.pendingStatus()
             .or(() -> active.contains("pending") ? Optional.of("pending") : Optional.empty());
     return new TableSource(
-        ns, schema, table, id, status, name, s.createdAtColumn(), active, pending, template);
+        ns,
+        schema,
+        table,
+        id,
+        status,
+        name,
+        s.createdAtColumn(),
+        s.updatedAtColumn(),
+        active,
+        pending,
+        template);
   }
 
   /**
@@ -122,6 +132,7 @@ public class RunSources {
         "status",
         "name",
         Optional.of("created_at"),
+        Optional.of("updated_at"),
         List.of("pending", "running"),
         Optional.of("pending"),
         prefix + "{name}");

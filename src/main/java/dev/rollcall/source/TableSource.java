@@ -2,10 +2,15 @@ package dev.rollcall.source;
 
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.stream.Collectors;
 
@@ -24,6 +29,7 @@ public final class TableSource implements RunSource {
   private final String status;
   private final String name;
   private final Optional<String> createdAt;
+  private final Optional<String> updatedAt;
   private final List<String> activeStatuses;
   private final Optional<String> pendingStatus;
   private final String queueNameTemplate;
@@ -43,6 +49,7 @@ public final class TableSource implements RunSource {
       String statusColumn,
       String nameColumn,
       Optional<String> createdAtColumn,
+      Optional<String> updatedAtColumn,
       List<String> activeStatuses,
       Optional<String> pendingStatus,
       String queueNameTemplate) {
@@ -61,6 +68,7 @@ public final class TableSource implements RunSource {
     this.status = Sql.ident(statusColumn);
     this.name = Sql.ident(nameColumn);
     this.createdAt = createdAtColumn.map(Sql::ident);
+    this.updatedAt = updatedAtColumn.map(Sql::ident);
     this.activeStatuses = List.copyOf(activeStatuses);
     this.pendingStatus = pendingStatus;
     this.queueNameTemplate = queueNameTemplate;
@@ -112,30 +120,28 @@ public final class TableSource implements RunSource {
 
   @Override
   public Uni<List<ScannedRun>> page(
-      SqlClient client, Snapshot snapshot, Optional<String> after, int limit) {
+      SqlClient client,
+      Snapshot snapshot,
+      Optional<String> after,
+      int limit,
+      Duration activityFence) {
     if (snapshot.maxRunId() == null) {
       return Uni.createFrom().item(List.of());
     }
     return idType(client)
         .chain(
             type -> {
+              List<Object> params = new ArrayList<>();
+              params.add(activityFence.toMillis());
+              params.add(snapshot.maxRunId());
               StringBuilder sql =
-                  new StringBuilder("SELECT ")
-                      .append(id)
-                      .append("::text AS run_id, ")
-                      .append(name)
-                      .append("::text AS workflow_name, ")
-                      .append(status)
-                      .append("::text AS status FROM ")
-                      .append(qualifiedTable)
+                  new StringBuilder(select())
                       .append(" WHERE ")
                       .append(activeFilter)
                       .append(" AND ")
                       .append(id)
-                      .append(" <= ($1::text)::")
+                      .append(" <= ($2::text)::")
                       .append(type);
-              List<Object> params = new ArrayList<>();
-              params.add(snapshot.maxRunId());
               createdAt.ifPresent(
                   c -> {
                     params.add(snapshot.takenAt());
@@ -155,18 +161,63 @@ public final class TableSource implements RunSource {
               sql.append(" ORDER BY ").append(id).append(" LIMIT $").append(params.size());
               return client.preparedQuery(sql.toString()).execute(Tuple.from(params));
             })
+        .map(TableSource::runs);
+  }
+
+  @Override
+  public Uni<Map<String, ScannedRun>> lookup(
+      SqlClient client, Collection<String> runIds, Duration activityFence) {
+    if (runIds.isEmpty()) {
+      return Uni.createFrom().item(Map.of());
+    }
+    return idType(client)
+        .chain(
+            type ->
+                client
+                    .preparedQuery(
+                        select() + " WHERE " + id + " = ANY(($2::text[])::" + type + "[])")
+                    .execute(Tuple.of(activityFence.toMillis(), runIds.toArray(String[]::new))))
         .map(
             rows -> {
-              List<ScannedRun> runs = new ArrayList<>(rows.size());
-              for (Row row : rows) {
-                runs.add(
-                    new ScannedRun(
-                        row.getString("run_id"),
-                        row.getString("workflow_name"),
-                        row.getString("status")));
+              Map<String, ScannedRun> found = new HashMap<>();
+              for (ScannedRun run : runs(rows)) {
+                found.put(run.runId(), run);
               }
-              return runs;
+              return found;
             });
+  }
+
+  /** The columns a scan reads; {@code $1} is the activity fence in milliseconds. */
+  private String select() {
+    // Without an activity column no run is recently active; "$1 IS NULL" (never true: the fence
+    // is always given) keeps $1 referenced so both shapes take the same parameters.
+    String recent =
+        updatedAt
+            .map(u -> "coalesce(" + u + " > now() - $1::bigint * interval '1 millisecond', false)")
+            .orElse("($1::bigint IS NULL)");
+    return "SELECT "
+        + id
+        + "::text AS run_id, "
+        + name
+        + "::text AS workflow_name, "
+        + status
+        + "::text AS status, "
+        + recent
+        + " AS recently_active FROM "
+        + qualifiedTable;
+  }
+
+  private static List<ScannedRun> runs(RowSet<Row> rows) {
+    List<ScannedRun> runs = new ArrayList<>(rows.size());
+    for (Row row : rows) {
+      runs.add(
+          new ScannedRun(
+              row.getString("run_id"),
+              row.getString("workflow_name"),
+              row.getString("status"),
+              row.getBoolean("recently_active")));
+    }
+    return runs;
   }
 
   @Override
@@ -179,6 +230,7 @@ public final class TableSource implements RunSource {
             + ", "
             + name
             + createdAt.map(c -> ", " + c).orElse("")
+            + updatedAt.map(u -> ", " + u).orElse("")
             + " FROM "
             + qualifiedTable
             + " LIMIT 0";

@@ -44,6 +44,9 @@ class ConfigDocumentationTest {
 
   private static void walk(Class<?> type, String prefix, Map<String, String> keys) {
     for (Method m : type.getDeclaredMethods()) {
+      if (m.isDefault() || m.isSynthetic()) {
+        continue; // derived values, not settings
+      }
       String key = prefix + "." + kebab(m.getName());
       Class<?> returned = m.getReturnType();
       if (returned == Map.class) {

@@ -40,8 +40,8 @@ class RunSourcesTest {
     RunSource plain = sources(worldPostgres("rollcall.admin.token", "t")).get("shop");
     assertEquals("__wkf_workflow_checkout", plain.queueName("checkout"));
     assertEquals("\"workflow\".\"workflow_runs\"", plain.describe());
-    assertTrue(plain.isPending(new ScannedRun("wrun_1", "checkout", "pending")));
-    assertFalse(plain.isPending(new ScannedRun("wrun_1", "checkout", "running")));
+    assertTrue(plain.isPending(new ScannedRun("wrun_1", "checkout", "pending", false)));
+    assertFalse(plain.isPending(new ScannedRun("wrun_1", "checkout", "running", false)));
 
     RunSource topic =
         sources(worldPostgres("rollcall.namespaces.\"shop\".source.topic-namespace", "acme"))

@@ -29,6 +29,8 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     Db.bind(db);
     Map<String, String> config = new HashMap<>(db.quarkusSettings());
     config.putAll(SourceTables.namespaceSettings());
+    // Tests drive the reaper one pass at a time (Reaper.runOnce).
+    config.put("rollcall.reaper-interval", "off");
     return config;
   }
 

@@ -24,8 +24,14 @@ public final class Dtos {
       long leaseTtlMs,
       long heartbeatIntervalMs) {}
 
-  /** {@code POST /instances/{id}/heartbeat}; the body is optional. */
-  public record HeartbeatRequest() {}
+  /**
+   * {@code POST /instances/{id}/heartbeat}; the body is optional. {@code inFlight}, when present,
+   * replaces the instance's in-flight set; absent leaves it as it was.
+   */
+  public record HeartbeatRequest(List<String> inFlight) {}
+
+  /** {@code DELETE /instances/{id}}; the body is optional: the last in-flight set. */
+  public record LeaveRequest(List<String> inFlight) {}
 
   /** The answer to a heartbeat. */
   public record HeartbeatResponse(OffsetDateTime leaseExpiresAt, boolean recoveryPending) {}
@@ -46,8 +52,10 @@ public final class Dtos {
       OffsetDateTime leaseExpiresAt,
       List<RunView> runs) {}
 
-  /** A run to enqueue. */
-  public record RunView(String runId, String workflowName, String queueName, Reason reason) {}
+  /** A run to enqueue; {@code deadInstanceId} is set for runs taken over from a dead instance. */
+  @JsonInclude(JsonInclude.Include.NON_NULL)
+  public record RunView(
+      String runId, String workflowName, String queueName, Reason reason, UUID deadInstanceId) {}
 
   /** {@code POST /recovery/batches/{id}/complete}. */
   public record CompleteRequest(Integer fence, List<String> failedRunIds) {}

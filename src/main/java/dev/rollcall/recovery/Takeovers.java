@@ -1,0 +1,210 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.queue.QueueLocks;
+import dev.rollcall.recovery.Verdict.Disposition;
+import dev.rollcall.registry.Ownership;
+import dev.rollcall.source.RunSource;
+import dev.rollcall.source.RunSources;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import org.jboss.logging.Logger;
+
+/**
+ * Opens the takeover of an instance that died or left, inside the transaction that declared it so:
+ * its in-flight runs become ready batches with reason {@code owner-dead}, the batches it held are
+ * released, and the queue locks its workers held are released so the queue redelivers its own
+ * messages now (the only way past the engine's inline-ownership lease).
+ */
+@ApplicationScoped
+public class Takeovers {
+
+  private static final Logger LOG = Logger.getLogger(Takeovers.class);
+
+  private final RunSources sources;
+  private final Epochs epochs;
+  private final Batches batches;
+  private final Ownership ownership;
+  private final Classifier classifier;
+  private final Ledger ledger;
+  private final RollcallConfig config;
+  private final MeterRegistry meters;
+
+  Takeovers(
+      RunSources sources,
+      Epochs epochs,
+      Batches batches,
+      Ownership ownership,
+      Classifier classifier,
+      Ledger ledger,
+      RollcallConfig config,
+      MeterRegistry meters) {
+    this.sources = sources;
+    this.epochs = epochs;
+    this.batches = batches;
+    this.ownership = ownership;
+    this.classifier = classifier;
+    this.ledger = ledger;
+    this.config = config;
+    this.meters = meters;
+  }
+
+  /**
+   * An instance that is gone.
+   *
+   * @param leaseExpiredAt when its lease ran out, for a crash; null for a graceful leave
+   */
+  public record Subject(
+      UUID instanceId, String namespace, List<String> workerIds, OffsetDateTime leaseExpiredAt) {}
+
+  /** What a takeover did. */
+  public record Opened(long epochId, int runs, int batches, int skipped, int locksReleased) {}
+
+  /**
+   * Opens the subject's takeover epoch, unless another service replica already did (then empty).
+   */
+  public Uni<Optional<Opened>> open(SqlClient conn, Subject subject) {
+    return epochs
+        .openTakeover(conn, subject.namespace(), subject.instanceId(), subject.leaseExpiredAt())
+        .chain(
+            epoch -> {
+              if (epoch.isEmpty()) {
+                return Uni.createFrom().item(Optional.<Opened>empty());
+              }
+              return fill(conn, subject, epoch.get()).map(Optional::of);
+            });
+  }
+
+  private Uni<Opened> fill(SqlClient conn, Subject subject, Epoch epoch) {
+    Optional<RunSource> source =
+        sources.has(subject.namespace())
+            ? Optional.of(sources.get(subject.namespace()))
+            : Optional.empty();
+    return batches
+        .releaseHeldBy(conn, subject.instanceId())
+        .chain(() -> ownership.release(conn, subject.instanceId()))
+        .chain(
+            runIds -> {
+              if (source.isEmpty() || runIds.isEmpty()) {
+                return Uni.createFrom().item(List.<Verdict>of());
+              }
+              return classifier.takeover(conn, source.get(), runIds, subject.instanceId());
+            })
+        .chain(verdicts -> handOut(conn, source, epoch, verdicts))
+        .chain(
+            opened ->
+                releaseLocks(conn, source, epoch, subject)
+                    .map(
+                        locks ->
+                            new Opened(
+                                opened.epochId(),
+                                opened.runs(),
+                                opened.batches(),
+                                opened.skipped(),
+                                locks)))
+        .chain(
+            opened ->
+                (opened.batches() == 0
+                        ? epochs.closeIfFinished(conn, epoch.id())
+                        : Uni.createFrom().item(false))
+                    .chain(() -> recordDetection(conn, subject))
+                    .invoke(
+                        () ->
+                            LOG.infof(
+                                "epoch %d opened: takeover of %s instance %s in namespace %s"
+                                    + " (%d runs in %d batches, %d skipped, %d queue locks"
+                                    + " released)",
+                                epoch.id(),
+                                subject.leaseExpiredAt() == null ? "departed" : "dead",
+                                subject.instanceId(),
+                                subject.namespace(),
+                                opened.runs(),
+                                opened.batches(),
+                                opened.skipped(),
+                                opened.locksReleased()))
+                    .replaceWith(opened));
+  }
+
+  private Uni<Opened> handOut(
+      SqlClient conn, Optional<RunSource> source, Epoch epoch, List<Verdict> verdicts) {
+    List<Verdict> skipped =
+        verdicts.stream().filter(v -> v.disposition() == Disposition.SKIP).toList();
+    List<HandedOutRun> runs =
+        verdicts.stream()
+            .filter(v -> v.disposition() == Disposition.HAND_OUT)
+            .map(
+                v ->
+                    new HandedOutRun(
+                        v.runId(),
+                        v.workflowName(),
+                        source.orElseThrow().queueName(v.workflowName()),
+                        v.reason(),
+                        v.deadInstanceId()))
+            .toList();
+    return ledger
+        .record(conn, epoch, skipped, "skipped", null)
+        .chain(() -> batches.ready(conn, epoch, runs, config.batch().defaultSize()))
+        .map(n -> new Opened(epoch.id(), runs.size(), n, skipped.size(), 0));
+  }
+
+  private Uni<Integer> releaseLocks(
+      SqlClient conn, Optional<RunSource> source, Epoch epoch, Subject subject) {
+    Optional<QueueLocks> queue = source.flatMap(RunSource::queue);
+    if (queue.isEmpty() || subject.workerIds().isEmpty()) {
+      return Uni.createFrom().item(0);
+    }
+    return queue
+        .get()
+        .releaseLocksOf(conn, subject.workerIds())
+        .chain(
+            released -> {
+              Uni<Void> chain = Uni.createFrom().voidItem();
+              for (QueueLocks.ReleasedLock lock : released) {
+                String detail =
+                    "released job "
+                        + lock.jobId()
+                        + " ("
+                        + lock.taskIdentifier()
+                        + ") locked by worker "
+                        + lock.workerId();
+                String runId = lock.runId() == null ? "job:" + lock.jobId() : lock.runId();
+                chain =
+                    chain.chain(
+                        () ->
+                            ledger.lockReleased(conn, epoch, subject.instanceId(), runId, detail));
+              }
+              return chain.replaceWith(released.size());
+            });
+  }
+
+  /**
+   * Detection latency of a crash: the takeover opened now minus the moment the dead instance's
+   * lease ran out (its last heartbeat plus the lease TTL), both by the database's clock.
+   */
+  private Uni<Void> recordDetection(SqlClient conn, Subject subject) {
+    if (subject.leaseExpiredAt() == null) {
+      return Uni.createFrom().voidItem();
+    }
+    return conn.preparedQuery(
+            "SELECT greatest(0, extract(epoch FROM (now() - $1)) * 1000)::bigint AS ms")
+        .execute(Tuple.of(subject.leaseExpiredAt()))
+        .invoke(
+            rows ->
+                Timer.builder("rollcall.dead.owner.detection")
+                    .description("From a dead instance's lease expiry to its takeover epoch")
+                    .tag("namespace", subject.namespace())
+                    .publishPercentileHistogram()
+                    .register(meters)
+                    .record(Duration.ofMillis(rows.iterator().next().getLong("ms"))))
+        .replaceWithVoid();
+  }
+}

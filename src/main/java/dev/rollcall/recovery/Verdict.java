@@ -1,0 +1,35 @@
+package dev.rollcall.recovery;
+
+import java.util.UUID;
+
+/**
+ * What an epoch does with one run, and why.
+ *
+ * @param deadInstanceId for a takeover, the instance the run was taken from
+ */
+public record Verdict(
+    String runId,
+    String workflowName,
+    Reason reason,
+    Disposition disposition,
+    UUID deadInstanceId) {
+
+  /** Hand the run out, wait and look again before the epoch closes, or leave it alone. */
+  public enum Disposition {
+    HAND_OUT,
+    DEFER,
+    SKIP
+  }
+
+  static Verdict handOut(String runId, String name, Reason reason, UUID deadInstanceId) {
+    return new Verdict(runId, name, reason, Disposition.HAND_OUT, deadInstanceId);
+  }
+
+  static Verdict defer(String runId, String name, Reason reason) {
+    return new Verdict(runId, name, reason, Disposition.DEFER, null);
+  }
+
+  static Verdict skip(String runId, String name, Reason reason) {
+    return new Verdict(runId, name, reason, Disposition.SKIP, null);
+  }
+}
