@@ -316,12 +316,17 @@ public class ClaimService {
             });
   }
 
+  /**
+   * Closes the epoch if nothing is outstanding. Otherwise a boot epoch tells its claimer when to
+   * look again (its deploy is not recovered until the epoch closes); for a takeover that others
+   * hold, the claimer is done for now: heartbeats say when claimable work appears.
+   */
   private Uni<Served> closeOrWait(SqlClient conn, Epoch epoch) {
     return epochs
         .closeIfFinished(conn, epoch.id())
         .chain(
             closed -> {
-              if (closed) {
+              if (closed || epoch.kind() != EpochKind.BOOT) {
                 return Uni.createFrom().item(Served.nothing());
               }
               return batches

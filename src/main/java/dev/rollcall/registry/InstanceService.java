@@ -104,6 +104,19 @@ public class InstanceService {
     }
   }
 
+  /**
+   * True while an epoch this instance may serve has work a claim could take now: its scan is not
+   * finished, a batch is ready or its lease expired, or runs wait for their re-check. Batches other
+   * live claimers hold do not count. ({@code $3} namespace, {@code $4} deployment.)
+   */
+  static final String RECOVERY_PENDING =
+      "EXISTS (SELECT 1 FROM rollcall.epochs e WHERE e.namespace = $3 AND e.state = 'open'"
+          + " AND (e.kind <> 'boot' OR e.deployment_id = $4)"
+          + " AND (NOT e.scan_done"
+          + "   OR EXISTS (SELECT 1 FROM rollcall.batches b WHERE b.epoch_id = e.id"
+          + "     AND (b.state = 'ready' OR (b.state = 'leased' AND b.lease_expires_at <= now())))"
+          + "   OR EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = e.id)))";
+
   /** The result of a heartbeat. */
   public record Heartbeat(OffsetDateTime leaseExpiresAt, boolean recoveryPending) {}
 
@@ -119,9 +132,9 @@ public class InstanceService {
                     "UPDATE rollcall.instances SET last_heartbeat_at = now(),"
                         + " lease_expires_at = now() + $2::bigint * interval '1 millisecond'"
                         + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
-                        + " RETURNING lease_expires_at, EXISTS (SELECT 1 FROM rollcall.epochs e"
-                        + "   WHERE e.namespace = $3 AND e.state = 'open'"
-                        + "   AND (e.kind <> 'boot' OR e.deployment_id = $4)) AS recovery_pending")
+                        + " RETURNING lease_expires_at, "
+                        + RECOVERY_PENDING
+                        + " AS recovery_pending")
                 .execute(
                     Tuple.of(
                         caller.instanceId(),

@@ -4,6 +4,7 @@ import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.config.RollcallConfig.NamespaceConfig;
 import dev.rollcall.config.RollcallConfig.SourceConfig;
 import dev.rollcall.error.Problems.UnknownNamespace;
+import dev.rollcall.queue.GraphileQueue;
 import io.quarkus.runtime.Startup;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
@@ -28,6 +29,9 @@ public class RunSources {
 
   /** The engine's topic namespace rule ({@code world-postgres.md}). */
   static final Pattern TOPIC_NAMESPACE = Pattern.compile("[a-z][a-z0-9]*");
+
+  /** The engine's job prefix: part of graphile task identifiers. */
+  static final Pattern JOB_PREFIX = Pattern.compile("[A-Za-z0-9_.:-]{0,64}");
 
   private final Map<String, RunSource> byNamespace;
 
@@ -104,7 +108,8 @@ public class RunSources {
         s.updatedAtColumn(),
         active,
         pending,
-        template);
+        template,
+        Optional.empty());
   }
 
   /**
@@ -113,6 +118,11 @@ public class RunSources {
    * {@code __<ns>_wkf_workflow_<name>} under a topic namespace.
    */
   private static RunSource worldPostgres(String ns, SourceConfig s) {
+    String jobPrefix = s.jobPrefix();
+    if (!JOB_PREFIX.matcher(jobPrefix).matches()) {
+      throw new IllegalArgumentException(
+          "job-prefix '" + jobPrefix + "' must match " + JOB_PREFIX.pattern());
+    }
     String prefix =
         s.topicNamespace()
             .map(
@@ -135,7 +145,10 @@ public class RunSources {
         Optional.of("updated_at"),
         List.of("pending", "running"),
         Optional.of("pending"),
-        prefix + "{name}");
+        prefix + "{name}",
+        Optional.of(
+            new GraphileQueue(
+                "graphile_worker", List.of(jobPrefix + "flows", jobPrefix + "steps"))));
   }
 
   private static <T> T required(Optional<T> value, String key, List<String> missing) {

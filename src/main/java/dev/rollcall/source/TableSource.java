@@ -1,5 +1,6 @@
 package dev.rollcall.source;
 
+import dev.rollcall.queue.QueueLocks;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.RowSet;
@@ -34,6 +35,7 @@ public final class TableSource implements RunSource {
   private final Optional<String> pendingStatus;
   private final String queueNameTemplate;
   private final String activeFilter;
+  private final Optional<QueueLocks> queue;
 
   /**
    * The id column's SQL type, read from the catalog on first use. Cursors are kept as text and cast
@@ -52,7 +54,8 @@ public final class TableSource implements RunSource {
       Optional<String> updatedAtColumn,
       List<String> activeStatuses,
       Optional<String> pendingStatus,
-      String queueNameTemplate) {
+      String queueNameTemplate,
+      Optional<QueueLocks> queue) {
     if (activeStatuses.isEmpty()) {
       throw new IllegalArgumentException("active-statuses must name at least one status");
     }
@@ -72,6 +75,7 @@ public final class TableSource implements RunSource {
     this.activeStatuses = List.copyOf(activeStatuses);
     this.pendingStatus = pendingStatus;
     this.queueNameTemplate = queueNameTemplate;
+    this.queue = queue;
     // Literals, not a parameter: a partial index "WHERE status IN (...)" can only serve a query
     // whose predicate the planner can prove implies it.
     this.activeFilter =
@@ -94,6 +98,11 @@ public final class TableSource implements RunSource {
   @Override
   public String queueName(String workflowName) {
     return queueNameTemplate.replace("{name}", workflowName == null ? "" : workflowName);
+  }
+
+  @Override
+  public Optional<QueueLocks> queue() {
+    return queue;
   }
 
   @Override

@@ -7,6 +7,7 @@ import dev.rollcall.testing.Api;
 import dev.rollcall.testing.ClaimerSwarm;
 import dev.rollcall.testing.ClaimerSwarm.Claimer;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.EngineFixture;
 import dev.rollcall.testing.ServiceProcess;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TestDatabase;
@@ -43,6 +44,7 @@ class TwoReplicasIT {
     db = TestDatabase.start();
     Db.bind(db);
     SourceTables.create(db);
+    EngineFixture.setUpSchemas(db);
     Map<String, String> settings = new HashMap<>(SourceTables.namespaceSettings());
     // A short batch lease, so that batches lost with a killed replica come back within seconds.
     settings.put("rollcall.batch.lease", "3s");

@@ -121,12 +121,50 @@ public final class Api {
         UUID.fromString(r.text("instanceId")), r.text("token"), namespace, deploymentId);
   }
 
+  public Instance register(
+      String namespace, String deploymentId, String name, List<String> workers) {
+    ObjectNode body =
+        JSON.createObjectNode()
+            .put("namespace", namespace)
+            .put("deploymentId", deploymentId)
+            .put("name", name);
+    workers.forEach(body.putArray("workerIds")::add);
+    Reply r = post("instances", SourceTables.secret(namespace), body).expect(201);
+    return new Instance(
+        UUID.fromString(r.text("instanceId")), r.text("token"), namespace, deploymentId);
+  }
+
   public Reply heartbeat(Instance instance) {
     return post("instances/" + instance.id() + "/heartbeat", instance.token(), null);
   }
 
+  /** A heartbeat that reports the instance's in-flight set. */
+  public Reply heartbeat(Instance instance, List<String> inFlight) {
+    return post(
+        "instances/" + instance.id() + "/heartbeat", instance.token(), inFlightBody(inFlight));
+  }
+
   public Reply leave(Instance instance) {
     return send("DELETE", "instances/" + instance.id(), instance.token(), null);
+  }
+
+  /** A graceful leave with the last in-flight set. */
+  public Reply leave(Instance instance, List<String> inFlight) {
+    try {
+      return send(
+          "DELETE",
+          "instances/" + instance.id(),
+          instance.token(),
+          JSON.writeValueAsString(inFlightBody(inFlight)));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static ObjectNode inFlightBody(List<String> inFlight) {
+    ObjectNode body = JSON.createObjectNode();
+    inFlight.forEach(body.putArray("inFlight")::add);
+    return body;
   }
 
   public Reply claim(Instance instance, int maxRuns) {

@@ -25,6 +25,7 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     TestDatabase db = TestDatabase.start();
     LOG.infof("tests use %s at %s", db.origin(), db.jdbcUrl());
     SourceTables.create(db);
+    EngineFixture.setUpSchemas(db);
     database = db;
     Db.bind(db);
     Map<String, String> config = new HashMap<>(db.quarkusSettings());

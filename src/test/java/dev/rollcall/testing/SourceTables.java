@@ -30,6 +30,16 @@ public final class SourceTables {
   /** Empty at start; the benchmark fills it. */
   public static final String BENCH = "bench";
 
+  /** Empty at start; its namespace has an activity column ({@code updated_at}). */
+  public static final String ACTIVE = "active";
+
+  /**
+   * The {@code world-postgres} namespace over the engine's own schema (see {@link EngineFixture}).
+   */
+  public static final String ENGINE = "engine";
+
+  private static final String[] TABLE_NAMESPACES = {LARGE, SMALL, GROWING, BENCH, ACTIVE};
+
   private SourceTables() {}
 
   /** The registration secret of a test namespace. */
@@ -45,12 +55,13 @@ public final class SourceTables {
   /** Creates every test runs table from scratch. */
   public static void create(TestDatabase db) {
     db.execute("DROP SCHEMA IF EXISTS " + SCHEMA + " CASCADE", "CREATE SCHEMA " + SCHEMA);
-    for (String ns : new String[] {LARGE, SMALL, GROWING, BENCH}) {
+    for (String ns : TABLE_NAMESPACES) {
       db.execute(
           "CREATE TABLE "
               + table(ns)
               + " (id text PRIMARY KEY, workflow_name text NOT NULL, status text NOT NULL,"
-              + " created_at timestamptz NOT NULL DEFAULT now(), payload jsonb)");
+              + " created_at timestamptz NOT NULL DEFAULT now(),"
+              + " updated_at timestamptz NOT NULL DEFAULT now() - interval '1 hour', payload jsonb)");
     }
     insertRuns(db, LARGE, 1, LARGE_ACTIVE, LARGE_ACTIVE / 5);
     insertRuns(db, SMALL, 1, SMALL_ACTIVE, 10);
@@ -82,7 +93,7 @@ public final class SourceTables {
   /** The rollcall.* settings of every test namespace. */
   public static Map<String, String> namespaceSettings() {
     Map<String, String> settings = new HashMap<>();
-    for (String ns : new String[] {LARGE, SMALL, GROWING, BENCH}) {
+    for (String ns : TABLE_NAMESPACES) {
       String p = "rollcall.namespaces.\"" + ns + "\".";
       settings.put(p + "registration-secret", secret(ns));
       settings.put(p + "source.kind", "table");
@@ -94,7 +105,13 @@ public final class SourceTables {
       settings.put(p + "source.name-column", "workflow_name");
       settings.put(p + "source.created-at-column", "created_at");
       settings.put(p + "source.queue-name-template", "__wkf_workflow_{name}");
+      if (ns.equals(ACTIVE)) {
+        settings.put(p + "source.updated-at-column", "updated_at");
+      }
     }
+    String engine = "rollcall.namespaces.\"" + ENGINE + "\".";
+    settings.put(engine + "registration-secret", secret(ENGINE));
+    settings.put(engine + "source.kind", "world-postgres");
     return settings;
   }
 }

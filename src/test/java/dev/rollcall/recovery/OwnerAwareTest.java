@@ -1,0 +1,178 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Batch;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** Runs a live peer is executing, or that the engine just touched, are not re-driven. */
+@ServiceTest
+class OwnerAwareTest extends ApiTestBase {
+
+  String deploy;
+
+  @BeforeEach
+  void freshDeploy() {
+    deploy = UUID.randomUUID().toString();
+  }
+
+  String someActiveRun() {
+    return Db.activeRuns(SourceTables.SMALL).stream().sorted().toList().get(3);
+  }
+
+  /** Claims and completes until done; returns every run handed out. */
+  Set<String> drain(Instance claimer) {
+    Set<String> out = new HashSet<>();
+    for (Batch b; (b = api.claimBatch(claimer, 100)) != null; ) {
+      out.addAll(b.runIds());
+      api.complete(claimer, b, List.of()).expect(200);
+    }
+    return out;
+  }
+
+  @Test
+  void aRunInALiveInstancesInFlightSetIsNotHandedOutAndIsSkippedIfStillOwnedAtTheEnd() {
+    String owned = someActiveRun();
+    Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
+    api.heartbeat(owner, List.of(owned)).expect(200);
+    Instance booting = api.register(SourceTables.SMALL, deploy, "booting");
+
+    Set<String> handedOut = drain(booting);
+
+    assertFalse(handedOut.contains(owned));
+    Set<String> expected = new HashSet<>(Db.activeRuns(SourceTables.SMALL));
+    expected.remove(owned);
+    assertEquals(expected, handedOut);
+    assertEquals(
+        List.of("deferred:owned-by-live-instance", "skipped:owned-by-live-instance"),
+        Db.column(
+            "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
+                + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
+                + " WHERE e.deployment_id = ? AND l.run_id = ? ORDER BY l.id",
+            deploy,
+            owned));
+  }
+
+  @Test
+  void aRunTheOwnerDropsBeforeTheEpochClosesIsHandedOut() {
+    String owned = someActiveRun();
+    Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
+    api.heartbeat(owner, List.of(owned)).expect(200);
+    Instance booting = api.register(SourceTables.SMALL, deploy, "booting");
+    Batch first = api.claimBatch(booting, 100);
+    assertFalse(first.runIds().contains(owned));
+
+    api.heartbeat(owner, List.of()).expect(200);
+    api.complete(booting, first, List.of()).expect(200);
+    Batch second = api.claimBatch(booting, 100);
+
+    assertEquals(List.of(owned), second.runIds());
+    assertEquals("unclassified", second.json().get("runs").get(0).get("reason").asText());
+    api.complete(booting, second, List.of()).expect(200);
+    assertNull(api.claimBatch(booting, 100));
+  }
+
+  @Test
+  void aDeadOwnersRunsAreNotProtected() {
+    String owned = someActiveRun();
+    Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
+    api.heartbeat(owner, List.of(owned)).expect(200);
+    Db.update(
+        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
+        owner.id());
+
+    Set<String> handedOut = drain(api.register(SourceTables.SMALL, deploy, "booting"));
+
+    assertTrue(handedOut.contains(owned));
+  }
+
+  @Test
+  void inFlightSetsReplaceTheLastOneAndAreIndexedBothWays() {
+    Instance owner = api.register(SourceTables.SMALL, deploy, "owner");
+    api.heartbeat(owner, List.of("wrun_a", "wrun_b", "wrun_a")).expect(200);
+    api.heartbeat(owner, List.of("wrun_b", "wrun_c")).expect(200);
+    api.heartbeat(owner).expect(200); // no set: unchanged
+
+    assertEquals(
+        List.of("wrun_b", "wrun_c"),
+        Db.column(
+            "SELECT run_id FROM rollcall.ownership WHERE instance_id = ? ORDER BY run_id",
+            owner.id()));
+  }
+
+  @Test
+  void anOversizedInFlightSetIsRefusedAndChangesNothing() {
+    Instance owner = api.register(SourceTables.SMALL, deploy, "owner");
+    api.heartbeat(owner, List.of("wrun_keep")).expect(200);
+    List<String> huge = new ArrayList<>();
+    for (int i = 0; i <= 10_000; i++) {
+      huge.add("wrun_" + i);
+    }
+
+    Api.Reply r = api.heartbeat(owner, huge).expect(400);
+
+    assertEquals("urn:rollcall:problem:invalid-request", r.text("type"));
+    assertEquals(
+        List.of("wrun_keep"),
+        Db.column("SELECT run_id FROM rollcall.ownership WHERE instance_id = ?", owner.id()));
+  }
+
+  @Test
+  void aRecentlyActiveRunWaitsForTheActivityFenceAndIsThenHandedOutIfQuiet() {
+    String table = SourceTables.table(SourceTables.ACTIVE);
+    String quiet = "wrun_q_" + deploy;
+    String busy = "wrun_b_" + deploy;
+    Db.update(
+        "INSERT INTO "
+            + table
+            + " (id, workflow_name, status, updated_at) VALUES"
+            + " (?, 'w', 'running', now()), (?, 'w', 'running', now())",
+        quiet,
+        busy);
+    Instance booting = api.register(SourceTables.ACTIVE, deploy, "booting");
+
+    Api.Reply first = api.claim(booting, 5000).expect(200);
+    // Every active run of the table may be handed out except the two just touched.
+    if (first.text("status").equals("batch")) {
+      Batch b = Api.batch(first.body().get("batch"));
+      assertFalse(b.runIds().contains(quiet) || b.runIds().contains(busy));
+      api.complete(booting, b, List.of()).expect(200);
+    }
+    Api.Reply waiting = api.claim(booting, 5000).expect(200);
+    assertEquals("wait", waiting.text("status"), "deferred runs are not due yet");
+
+    // Time passes (by the database's clock): the deferral is due; one run stayed busy.
+    Db.update(
+        "UPDATE rollcall.deferred SET deferred_at = now() - interval '1 minute' WHERE run_id IN (?, ?)",
+        quiet,
+        busy);
+    Db.update(
+        "UPDATE " + table + " SET updated_at = now() - interval '1 minute' WHERE id = ?", quiet);
+    Batch later = api.claimBatch(booting, 5000);
+
+    assertEquals(List.of(quiet), later.runIds());
+    api.complete(booting, later, List.of()).expect(200);
+    assertNull(api.claimBatch(booting, 5000));
+    assertEquals(
+        List.of("skipped"),
+        Db.column(
+            "SELECT outcome FROM rollcall.ledger WHERE run_id = ? AND outcome <> 'deferred'",
+            busy));
+    Db.update("UPDATE " + table + " SET status = 'completed' WHERE id IN (?, ?)", quiet, busy);
+  }
+}

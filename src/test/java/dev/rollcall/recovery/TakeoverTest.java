@@ -1,0 +1,306 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.rollcall.testing.Api.Batch;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.smallrye.mutiny.Uni;
+import jakarta.inject.Inject;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** Dead and departed instances: their runs are taken over within seconds, and they are fenced. */
+@ServiceTest
+class TakeoverTest extends ApiTestBase {
+
+  @Inject Reaper reaper;
+  @Inject MeterRegistry meters;
+
+  String deploy;
+
+  @BeforeEach
+  void freshDeploy() {
+    deploy = UUID.randomUUID().toString();
+    // Earlier tests may leave expired instances and open takeovers behind: reap and drain them so
+    // each test sees only its own.
+    reaper.runOnce().await().indefinitely();
+    Db.update("DELETE FROM rollcall.ownership WHERE namespace = ?", SourceTables.SMALL);
+    Instance janitor = api.register(SourceTables.SMALL, "janitor-" + deploy, "janitor");
+    for (Batch b; (b = api.claimBatch(janitor, 5000)) != null; ) {
+      api.complete(janitor, b, List.of()).expect(200);
+    }
+    api.leave(janitor).expect(204);
+  }
+
+  static void expireLease(Instance instance) {
+    Db.update(
+        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
+        instance.id());
+  }
+
+  List<String> activeRuns(int n) {
+    return Db.activeRuns(SourceTables.SMALL).stream().sorted().limit(n).toList();
+  }
+
+  /** Finishes the peer's own boot epoch so that its claims see only takeover work. */
+  Instance bootedPeer(String name) {
+    Instance peer = api.register(SourceTables.SMALL, deploy, name);
+    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
+      api.complete(peer, b, List.of()).expect(200);
+    }
+    return peer;
+  }
+
+  @Test
+  void aKilledInstancesInFlightRunsGoToAnotherInstanceAndTheDeadOneIsFenced() {
+    Instance peer = bootedPeer("peer");
+    Instance victim = api.register(SourceTables.SMALL, "next-" + deploy, "victim");
+    List<String> inFlight = activeRuns(3);
+    api.heartbeat(victim, inFlight).expect(200);
+    Batch held = heldBatch(victim);
+    expireLease(victim);
+
+    Reaper.Pass pass = reaper.runOnce().await().indefinitely();
+
+    assertEquals(1, pass.reaped());
+    assertEquals(
+        "dead", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", victim.id()).get(0));
+    assertTrue(api.heartbeat(peer).expect(200).body().get("recoveryPending").asBoolean());
+    Batch taken = api.claimBatch(peer, 100);
+    assertEquals("takeover", taken.json().get("epochKind").asText());
+    assertEquals(
+        Set.copyOf(inFlight),
+        Set.copyOf(taken.runIds()),
+        () ->
+            Db.column(
+                    "SELECT run_id || ':' || outcome || ':' || reason FROM rollcall.ledger"
+                        + " WHERE epoch_id = ?",
+                    taken.epochId())
+                .toString());
+    for (JsonNode run : taken.json().get("runs")) {
+      assertEquals("owner-dead", run.get("reason").asText());
+      assertEquals(victim.id().toString(), run.get("deadInstanceId").asText());
+    }
+    api.heartbeat(victim).expect(410);
+    api.claim(victim, 10).expect(410);
+    api.complete(victim, held, List.of()).expect(410);
+    api.complete(peer, taken, List.of()).expect(200);
+    assertEquals(
+        "closed",
+        Db.column("SELECT state FROM rollcall.epochs WHERE id = ?", taken.epochId()).get(0));
+  }
+
+  /** A batch of a fresh deploy's boot epoch, leased to this instance. */
+  Batch heldBatch(Instance instance) {
+    return api.claimBatch(instance, 1);
+  }
+
+  @Test
+  void theBatchesADeadInstanceHeldAreReleasedAtOnce() {
+    Instance victim = api.register(SourceTables.SMALL, deploy, "victim");
+    Batch held = api.claimBatch(victim, 5);
+    expireLease(victim);
+    reaper.runOnce().await().indefinitely();
+
+    Instance peer = api.register(SourceTables.SMALL, deploy, "peer");
+    Batch again = api.claimBatch(peer, 5);
+
+    assertEquals(held.id(), again.id());
+    assertEquals(held.fence() + 1, again.fence());
+  }
+
+  @Test
+  void aGracefulLeaveOpensTheTakeoverAtOnce() {
+    Instance peer = bootedPeer("peer");
+    Instance leaving = api.register(SourceTables.SMALL, deploy, "leaving");
+    List<String> last = activeRuns(2);
+
+    api.leave(leaving, last).expect(204);
+
+    Batch taken = api.claimBatch(peer, 100);
+    assertEquals("takeover", taken.json().get("epochKind").asText());
+    assertEquals(Set.copyOf(last), Set.copyOf(taken.runIds()));
+    assertEquals(
+        List.of(""),
+        Db.column(
+            "SELECT coalesce(subject_lease_expired_at::text, '') FROM rollcall.epochs WHERE id = ?",
+            taken.epochId()));
+    api.complete(peer, taken, List.of()).expect(200);
+  }
+
+  @Test
+  void takeoverRunsThatFinishedOrThatALivePeerRunsAreSkipped() {
+    Instance peer = bootedPeer("peer");
+    Instance victim = api.register(SourceTables.SMALL, deploy, "victim");
+    List<String> runs = activeRuns(3);
+    String terminal =
+        Db.column(
+                "SELECT id FROM "
+                    + SourceTables.table(SourceTables.SMALL)
+                    + " WHERE status = 'completed' LIMIT 1")
+            .get(0);
+    List<String> inFlight = new ArrayList<>(runs);
+    inFlight.add(terminal);
+    api.heartbeat(victim, inFlight).expect(200);
+    api.heartbeat(peer, List.of(runs.get(0))).expect(200);
+    expireLease(victim);
+    reaper.runOnce().await().indefinitely();
+
+    Batch taken = api.claimBatch(peer, 100);
+
+    assertEquals(Set.of(runs.get(1), runs.get(2)), Set.copyOf(taken.runIds()));
+    assertEquals(
+        Set.of(runs.get(0) + ":owned-by-live-instance", terminal + ":terminal"),
+        Db.set(
+            "SELECT run_id || ':' || reason FROM rollcall.ledger WHERE epoch_id = ?"
+                + " AND outcome = 'skipped'",
+            taken.epochId()));
+    api.complete(peer, taken, List.of()).expect(200);
+  }
+
+  @Test
+  void serviceReplicasReapingAtOnceOpenOneTakeoverPerDeadInstance() {
+    List<Instance> victims = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      Instance v = api.register(SourceTables.SMALL, deploy, "victim-" + i);
+      api.heartbeat(v, activeRuns(2)).expect(200);
+      victims.add(v);
+    }
+    victims.forEach(TakeoverTest::expireLease);
+
+    List<Reaper.Pass> passes =
+        Uni.join()
+            .all(reaper.runOnce(), reaper.runOnce(), reaper.runOnce(), reaper.runOnce())
+            .andFailFast()
+            .await()
+            .indefinitely();
+
+    assertEquals(20, passes.stream().mapToInt(Reaper.Pass::reaped).sum());
+    assertEquals(0, passes.stream().mapToInt(Reaper.Pass::failed).sum());
+    for (Instance v : victims) {
+      assertEquals(
+          1,
+          Db.number(
+              "SELECT count(*) FROM rollcall.epochs WHERE kind = 'takeover'"
+                  + " AND subject_instance_id = ?",
+              v.id()));
+    }
+  }
+
+  @Test
+  void aHeartbeatJustBeforeTheReaperKeepsTheInstanceAlive() {
+    Instance alive = api.register(SourceTables.SMALL, deploy, "alive");
+    Db.update(
+        "UPDATE rollcall.instances SET lease_expires_at = now() + interval '50 milliseconds'"
+            + " WHERE id = ?",
+        alive.id());
+    api.heartbeat(alive).expect(200);
+
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals(
+        "live", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", alive.id()).get(0));
+  }
+
+  @Test
+  void detectionLatencyIsRecordedPerNamespace() {
+    Instance victim = api.register(SourceTables.SMALL, deploy, "victim");
+    Db.update(
+        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '2 seconds' WHERE id = ?",
+        victim.id());
+    Timer timer = meters.find("rollcall.dead.owner.detection").tag("namespace", "small").timer();
+    long before = timer == null ? 0 : timer.count();
+
+    reaper.runOnce().await().indefinitely();
+
+    timer = meters.find("rollcall.dead.owner.detection").tag("namespace", "small").timer();
+    assertEquals(before + 1, timer.count());
+    assertTrue(timer.max(java.util.concurrent.TimeUnit.MILLISECONDS) >= 2000);
+  }
+
+  @Test
+  void aDeadInstancesQueueLocksAreReleasedOnlyForItsWorkersAndItsNamespacesTasks() {
+    String dead = "worker-dead-" + deploy;
+    String live = "worker-live-" + deploy;
+    String run = "wrun_lock_" + deploy;
+    String data =
+        java.util.Base64.getEncoder().encodeToString(("{\"runId\":\"" + run + "\"}").getBytes());
+    String payload = "{\"id\":\"w\",\"data\":\"" + data + "\",\"attempt\":1,\"messageId\":\"m\"}";
+    List<Long> jobs = new ArrayList<>();
+    for (String task :
+        List.of("workflow_flows", "workflow_steps", "other_flows", "workflow_flows")) {
+      jobs.add(
+          Db.number(
+              "SELECT id FROM graphile_worker.add_job(?, ?::json, run_at => now() + interval '1 hour')",
+              task,
+              payload));
+    }
+    String lock =
+        "UPDATE graphile_worker._private_jobs SET locked_by = ?, locked_at = now() WHERE id = ?";
+    Db.update(lock, dead, jobs.get(0));
+    Db.update(lock, dead, jobs.get(1));
+    Db.update(lock, dead, jobs.get(2));
+    Db.update(lock, live, jobs.get(3));
+    String runAtBefore = runAts(jobs);
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(dead));
+    expireLease(victim);
+
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals(
+        List.of("-", "-", dead, live),
+        Db.column(
+            "SELECT coalesce(locked_by, '-') FROM graphile_worker._private_jobs"
+                + " WHERE id = ANY(?::bigint[]) ORDER BY id",
+            jobs.stream()
+                .map(String::valueOf)
+                .reduce((a, b) -> a + "," + b)
+                .map(s -> "{" + s + "}")
+                .get()));
+    assertEquals(runAtBefore, runAts(jobs), "no job was re-timed");
+    assertEquals(
+        Set.of(run),
+        new HashSet<>(
+            Db.column(
+                "SELECT run_id FROM rollcall.ledger WHERE instance_id = ? AND outcome = 'lock-released'",
+                victim.id())));
+    assertEquals(
+        2,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger WHERE instance_id = ? AND outcome = 'lock-released'",
+            victim.id()));
+    Db.update(
+        "DELETE FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])",
+        jobs.stream()
+            .map(String::valueOf)
+            .reduce((a, b) -> a + "," + b)
+            .map(s -> "{" + s + "}")
+            .get());
+  }
+
+  static String runAts(List<Long> jobs) {
+    return String.join(
+        ",",
+        Db.column(
+            "SELECT run_at::text FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])"
+                + " ORDER BY id",
+            jobs.stream()
+                .map(String::valueOf)
+                .reduce((a, b) -> a + "," + b)
+                .map(s -> "{" + s + "}")
+                .get()));
+  }
+}
