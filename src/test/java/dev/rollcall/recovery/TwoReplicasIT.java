@@ -47,6 +47,7 @@ class TwoReplicasIT {
     EngineFixture.setUpSchemas(db);
     Map<String, String> settings = new HashMap<>(SourceTables.namespaceSettings());
     // A short batch lease, so that batches lost with a killed replica come back within seconds.
+    // Everything else, lease TTL and reaper included, keeps its default.
     settings.put("rollcall.batch.lease", "3s");
     CompletableFuture<ServiceProcess> first =
         CompletableFuture.supplyAsync(() -> startReplica("replica-a", settings));
@@ -97,6 +98,48 @@ class TwoReplicasIT {
 
   @Test
   @Order(2)
+  void aCrashedInstanceIsTakenOverOnceWithinTheLeaseTtlAndAReaperIntervalWhileBothReplicasReap()
+      throws Exception {
+    Api viaA = new Api(a.base());
+    Api viaB = new Api(b.base());
+    String deploy = UUID.randomUUID().toString();
+    Api.Instance victim = viaA.register(SourceTables.LARGE, deploy, "victim");
+    List<String> inFlight = List.of("wrun_0000000001", "wrun_0000000002", "wrun_0000000003");
+    viaA.heartbeat(victim, inFlight).expect(200);
+    long lastHeartbeat = System.nanoTime();
+    // The victim now crashes: no more heartbeats.
+
+    long deadline = lastHeartbeat + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
+    while (Db.number(
+                "SELECT count(*) FROM rollcall.epochs WHERE subject_instance_id = ?", victim.id())
+            == 0
+        && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+    }
+    long detectedMs = (System.nanoTime() - lastHeartbeat) / 1_000_000;
+
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE kind = 'takeover'"
+                + " AND subject_instance_id = ?",
+            victim.id()));
+    // Lease TTL 10 s + reaper interval 1 s, with slack for a loaded machine.
+    assertTrue(
+        detectedMs <= 13_000, "takeover opened " + detectedMs + " ms after the last heartbeat");
+    Api.Instance peer = viaB.register(SourceTables.LARGE, deploy, "peer");
+    Api.Batch taken = viaB.claimBatch(peer, 100);
+    assertEquals("takeover", taken.json().get("epochKind").asText());
+    assertEquals(java.util.Set.copyOf(inFlight), java.util.Set.copyOf(taken.runIds()));
+    viaB.complete(peer, taken, List.of()).expect(200);
+    viaA.heartbeat(victim).expect(410);
+    System.out.printf(
+        "crash takeover: opened %d ms after the victim's last heartbeat (lease TTL 10 s)%n",
+        detectedMs);
+  }
+
+  @Test
+  @Order(3)
   void aReplicaKilledMidEpochLosesNothing() throws Exception {
     String deploy = UUID.randomUUID().toString();
     List<Claimer> claimers = new ArrayList<>();
