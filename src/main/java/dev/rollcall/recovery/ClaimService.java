@@ -158,8 +158,15 @@ public class ClaimService {
                               snapshot,
                               caller.instanceId()))
                   .chain(
-                      created -> epochs.findBoot(conn, caller.namespace(), caller.deploymentId()))
-                  .map(Optional::orElseThrow);
+                      created ->
+                          epochs
+                              .findBoot(conn, caller.namespace(), caller.deploymentId())
+                              .map(Optional::orElseThrow)
+                              .call(
+                                  boot ->
+                                      created
+                                          ? source.prepareEpoch(conn, boot.id())
+                                          : Uni.createFrom().voidItem()));
             });
   }
 
@@ -230,7 +237,7 @@ public class ClaimService {
                   page.isEmpty() ? epoch.cursor() : Optional.of(page.get(page.size() - 1).runId());
               Epoch advanced = epoch.advancedTo(cursor, last);
               return classifier
-                  .firstLook(conn, source, page)
+                  .firstLook(conn, source, epoch, page)
                   .chain(
                       verdicts ->
                           epochs
@@ -291,7 +298,7 @@ public class ClaimService {
               if (due.isEmpty()) {
                 return closeOrWait(conn, epoch);
               }
-              return unavailableIfFails(source, classifier.recheck(conn, source, due))
+              return unavailableIfFails(source, classifier.recheck(conn, source, epoch, due))
                   .chain(
                       verdicts ->
                           deferrals

@@ -2,53 +2,80 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.registry.Ownership;
+import dev.rollcall.source.Evidence;
 import dev.rollcall.source.RunSource;
+import dev.rollcall.source.Savepoints;
 import dev.rollcall.source.ScannedRun;
+import io.micrometer.core.instrument.MeterRegistry;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.time.OffsetDateTime;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
 import java.util.UUID;
+import org.jboss.logging.Logger;
 
 /**
- * Decides what an epoch does with each run, a page at a time, with one set-based query per kind of
- * proof. It skips or defers a run only with positive proof (a live owner, recent activity, a
- * terminal status); everything else is handed out (fail open).
+ * Decides what an epoch does with each run, a page at a time, with a few set-based queries. It
+ * skips or defers a run only with positive proof — a live owner, recent engine activity, a queued
+ * job that will wake it, a terminal status — and hands out everything else with the reason the
+ * engine's state gives. When reading that state fails, the whole page is handed out as {@code
+ * unclassified} (fail open), and the failure is logged and counted.
  */
 @ApplicationScoped
 public class Classifier {
 
+  private static final Logger LOG = Logger.getLogger(Classifier.class);
+
   private final Ownership ownership;
   private final RollcallConfig config;
+  private final MeterRegistry meters;
 
-  Classifier(Ownership ownership, RollcallConfig config) {
+  Classifier(Ownership ownership, RollcallConfig config, MeterRegistry meters) {
     this.ownership = ownership;
     this.config = config;
+    this.meters = meters;
+  }
+
+  /** What is known about a page before its verdicts are written. */
+  private record Facts(
+      Map<String, UUID> owners,
+      Optional<Map<String, Evidence>> evidence,
+      Set<String> unchangedSinceRedrive) {
+
+    Evidence of(String runId) {
+      return evidence.map(e -> e.getOrDefault(runId, Evidence.NONE)).orElse(Evidence.NONE);
+    }
   }
 
   /**
-   * First look at a scanned page: a run a live instance is executing, or one the engine touched
-   * within the activity fence, waits for the re-check; the others are handed out.
+   * First look at a scanned page: a run a live instance is executing, or that the engine touched
+   * within the activity fence, waits for the re-check; a run a queued job will wake is skipped; the
+   * others are handed out.
    */
-  public Uni<List<Verdict>> firstLook(SqlClient client, RunSource source, List<ScannedRun> page) {
-    return ownership
-        .liveOwners(client, source.namespace(), page.stream().map(ScannedRun::runId).toList())
+  public Uni<List<Verdict>> firstLook(
+      SqlClient client, RunSource source, Epoch epoch, List<ScannedRun> page) {
+    List<String> ids = page.stream().map(ScannedRun::runId).toList();
+    return facts(client, source, epoch, ids)
         .map(
-            owners -> {
+            facts -> {
               List<Verdict> verdicts = new ArrayList<>(page.size());
               for (ScannedRun run : page) {
-                if (owners.containsKey(run.runId())) {
-                  verdicts.add(
-                      Verdict.defer(
-                          run.runId(), run.workflowName(), Reason.OWNED_BY_LIVE_INSTANCE));
-                } else if (run.recentlyActive()) {
-                  verdicts.add(
-                      Verdict.defer(run.runId(), run.workflowName(), Reason.RECENTLY_ACTIVE));
+                Evidence ev = facts.of(run.runId());
+                String id = run.runId();
+                String name = run.workflowName();
+                if (facts.owners().containsKey(id)) {
+                  verdicts.add(Verdict.defer(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
+                } else if (run.recentlyActive() || ev.recentEvent()) {
+                  verdicts.add(Verdict.defer(id, name, Reason.RECENTLY_ACTIVE));
                 } else {
-                  verdicts.add(
-                      Verdict.handOut(run.runId(), run.workflowName(), redrive(source, run), null));
+                  verdicts.add(settle(source, run, facts, ev));
                 }
               }
               return verdicts;
@@ -57,29 +84,30 @@ public class Classifier {
 
   /**
    * The re-check of deferred runs before the epoch closes: still owned, still active, or finished
-   * runs are skipped for good; the others are handed out.
+   * runs are skipped for good; the others are settled as on a first look.
    */
-  public Uni<List<Verdict>> recheck(SqlClient client, RunSource source, List<String> runIds) {
+  public Uni<List<Verdict>> recheck(
+      SqlClient client, RunSource source, Epoch epoch, List<String> runIds) {
     return source
         .lookup(client, runIds, config.effectiveActivityFence())
         .chain(
             current ->
-                ownership
-                    .liveOwners(client, source.namespace(), runIds)
+                facts(client, source, epoch, runIds)
                     .map(
-                        owners -> {
+                        facts -> {
                           List<Verdict> verdicts = new ArrayList<>(runIds.size());
                           for (String id : runIds) {
                             ScannedRun run = current.get(id);
                             String name = run == null ? null : run.workflowName();
+                            Evidence ev = facts.of(id);
                             if (run == null || !source.isActive(run)) {
                               verdicts.add(Verdict.skip(id, name, Reason.TERMINAL));
-                            } else if (owners.containsKey(id)) {
+                            } else if (facts.owners().containsKey(id)) {
                               verdicts.add(Verdict.skip(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
-                            } else if (run.recentlyActive()) {
+                            } else if (run.recentlyActive() || ev.recentEvent()) {
                               verdicts.add(Verdict.skip(id, name, Reason.RECENTLY_ACTIVE));
                             } else {
-                              verdicts.add(Verdict.handOut(id, name, redrive(source, run), null));
+                              verdicts.add(settle(source, run, facts, ev));
                             }
                           }
                           return verdicts;
@@ -87,9 +115,10 @@ public class Classifier {
   }
 
   /**
-   * The in-flight runs of a dead instance: handed out as {@code owner-dead} unless they finished or
-   * another live instance has taken them up. Recent activity is no proof here: it is the dead
-   * owner's own.
+   * The in-flight runs of a dead instance, after its queue locks were released: handed out as
+   * {@code owner-dead} unless they finished, another live instance has taken them up, or a queued
+   * job (its own redelivered message, say) will wake them — two replays of one run at once would
+   * corrupt its event log. Recent activity is no proof here: it is the dead owner's own.
    */
   public Uni<List<Verdict>> takeover(
       SqlClient client, RunSource source, List<String> runIds, UUID deadInstanceId) {
@@ -97,39 +126,100 @@ public class Classifier {
         .lookup(client, runIds, config.effectiveActivityFence())
         .chain(
             current ->
-                ownership
-                    .liveOwners(client, source.namespace(), runIds)
+                facts(client, source, null, runIds)
                     .map(
-                        owners ->
-                            takeoverVerdicts(source, runIds, current, owners, deadInstanceId)));
+                        facts -> {
+                          List<Verdict> verdicts = new ArrayList<>(runIds.size());
+                          for (String id : runIds) {
+                            ScannedRun run = current.get(id);
+                            String name = run == null ? null : run.workflowName();
+                            if (run == null || !source.isActive(run)) {
+                              verdicts.add(Verdict.skip(id, name, Reason.TERMINAL));
+                            } else if (facts.owners().containsKey(id)) {
+                              verdicts.add(Verdict.skip(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
+                            } else if (facts.of(id).liveQueuedJob()) {
+                              verdicts.add(Verdict.skip(id, name, Reason.HAS_QUEUED_JOB));
+                            } else {
+                              verdicts.add(
+                                  Verdict.handOut(id, name, Reason.OWNER_DEAD, deadInstanceId));
+                            }
+                          }
+                          return verdicts;
+                        }));
   }
 
-  private static List<Verdict> takeoverVerdicts(
-      RunSource source,
-      List<String> runIds,
-      Map<String, ScannedRun> current,
-      Map<String, UUID> owners,
-      UUID deadInstanceId) {
-    List<Verdict> verdicts = new ArrayList<>(runIds.size());
-    for (String id : runIds) {
-      ScannedRun run = current.get(id);
-      String name = run == null ? null : run.workflowName();
-      if (run == null || !source.isActive(run)) {
-        verdicts.add(Verdict.skip(id, name, Reason.TERMINAL));
-      } else if (owners.containsKey(id)) {
-        verdicts.add(Verdict.skip(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
-      } else {
-        verdicts.add(Verdict.handOut(id, name, Reason.OWNER_DEAD, deadInstanceId));
-      }
+  /** An unowned, quiet active run: skipped only with proof of a wake path, else re-driven. */
+  private static Verdict settle(RunSource source, ScannedRun run, Facts facts, Evidence ev) {
+    String id = run.runId();
+    String name = run.workflowName();
+    if (ev.liveQueuedJob()) {
+      return Verdict.skip(id, name, Reason.HAS_QUEUED_JOB);
     }
-    return verdicts;
+    if (facts.unchangedSinceRedrive().contains(id)) {
+      return Verdict.skip(id, name, Reason.UNCHANGED_SINCE_REDRIVE);
+    }
+    if (source.isPending(run)) {
+      return Verdict.handOut(id, name, Reason.PENDING, null);
+    }
+    if (!source.classifies() || facts.evidence().isEmpty()) {
+      return Verdict.handOut(id, name, Reason.UNCLASSIFIED, null);
+    }
+    if (ev.openStep()) {
+      return Verdict.handOut(id, name, Reason.INTERRUPTED_STEP, null);
+    }
+    if (ev.dueWait()) {
+      return Verdict.handOut(id, name, Reason.DUE_WAIT, null);
+    }
+    return Verdict.handOut(id, name, Reason.NO_LIVE_WAKE_PATH, null);
+  }
+
+  private Uni<Facts> facts(SqlClient client, RunSource source, Epoch epoch, List<String> ids) {
+    Uni<Optional<Map<String, Evidence>>> evidence =
+        !source.classifies()
+            ? Uni.createFrom().item(Optional.of(Map.of()))
+            : Savepoints.attempt(
+                client,
+                "classify",
+                source.evidence(
+                    client,
+                    epoch == null ? null : epoch.id(),
+                    ids,
+                    config.effectiveActivityFence()),
+                e -> {
+                  LOG.warnf(
+                      "classifying %d runs of namespace %s failed; they are re-driven as"
+                          + " unclassified: %s",
+                      ids.size(), source.namespace(), e.getMessage());
+                  meters
+                      .counter("rollcall.classification.failures", "namespace", source.namespace())
+                      .increment();
+                });
+    Uni<Set<String>> unchanged =
+        epoch != null && epoch.kind() == EpochKind.SWEEP
+            ? unchangedSinceRedrive(client, source, epoch, ids)
+            : Uni.createFrom().item(Set.of());
+    return ownership
+        .liveOwners(client, source.namespace(), ids)
+        .chain(owners -> evidence.chain(ev -> unchanged.map(same -> new Facts(owners, ev, same))));
   }
 
   /**
-   * Why an unowned, quiet active run is re-driven. The table source does not classify runs: it is
-   * {@code pending} when it never started, else {@code unclassified} (fail open).
+   * Sweeps: runs that an earlier epoch re-drove, about which the engine has written nothing since
+   * the hand-out was completed. Re-driving them again would only add another job.
    */
-  private static Reason redrive(RunSource source, ScannedRun run) {
-    return source.isPending(run) ? Reason.PENDING : Reason.UNCLASSIFIED;
+  private Uni<Set<String>> unchangedSinceRedrive(
+      SqlClient client, RunSource source, Epoch epoch, List<String> ids) {
+    return client
+        .preparedQuery(
+            "SELECT run_id, max(resolved_at) AS at FROM rollcall.ledger"
+                + " WHERE namespace = $1 AND run_id = ANY($2::text[]) AND outcome = 'enqueued'"
+                + " AND epoch_id <> $3 GROUP BY run_id")
+        .execute(Tuple.of(epoch.namespace(), ids.toArray(String[]::new), epoch.id()))
+        .chain(
+            rows -> {
+              Map<String, OffsetDateTime> redriven = new HashMap<>();
+              rows.forEach(r -> redriven.put(r.getString("run_id"), r.getOffsetDateTime("at")));
+              return source.unchangedSince(client, redriven);
+            });
   }
 }

@@ -64,14 +64,15 @@ public class Epochs {
                           + " closed_at = now() WHERE namespace = $1 AND kind = 'boot'"
                           + " AND state = 'open' AND id <> $2 RETURNING id")
                   .execute(Tuple.of(namespace, id))
-                  .map(
+                  .chain(
                       closed -> {
-                        closed.forEach(
-                            r ->
-                                LOG.infof(
-                                    "epoch %d closed: superseded by boot epoch %d",
-                                    r.getLong("id"), id));
-                        return true;
+                        Uni<Void> forgotten = Uni.createFrom().voidItem();
+                        for (Row r : closed) {
+                          long old = r.getLong("id");
+                          LOG.infof("epoch %d closed: superseded by boot epoch %d", old, id);
+                          forgotten = forgotten.chain(() -> forget(client, old));
+                        }
+                        return forgotten.replaceWith(true);
                       });
             });
   }
@@ -149,15 +150,25 @@ public class Epochs {
                 + " AND NOT EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = $1)"
                 + " RETURNING id, namespace, kind")
         .execute(Tuple.of(epochId))
-        .map(
+        .chain(
             rows -> {
               for (Row r : rows) {
                 LOG.infof(
                     "epoch %d closed: %s pass of namespace %s completed",
                     epochId, r.getString("kind"), r.getString("namespace"));
               }
-              return rows.size() == 1;
+              return rows.size() == 1
+                  ? forget(client, epochId).replaceWith(true)
+                  : Uni.createFrom().item(false);
             });
+  }
+
+  /** What a closed epoch no longer needs: its decoded queue evidence. */
+  private static Uni<Void> forget(SqlClient client, long epochId) {
+    return client
+        .preparedQuery("DELETE FROM rollcall.epoch_wake_jobs WHERE epoch_id = $1")
+        .execute(Tuple.of(epochId))
+        .replaceWithVoid();
   }
 
   private static Optional<Epoch> first(RowSet<Row> rows) {

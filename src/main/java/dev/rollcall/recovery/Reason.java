@@ -14,7 +14,9 @@ public enum Reason {
   OWNED_BY_LIVE_INSTANCE("owned-by-live-instance", false),
   RECENTLY_ACTIVE("recently-active", false),
   HAS_QUEUED_JOB("has-queued-job", false),
-  TERMINAL("terminal", false);
+  TERMINAL("terminal", false),
+  /** Sweeps only: re-driven by an earlier epoch, and the engine has written nothing since. */
+  UNCHANGED_SINCE_REDRIVE("unchanged-since-redrive", false);
 
   private final String wire;
   private final boolean redrive;

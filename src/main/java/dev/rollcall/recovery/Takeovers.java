@@ -84,6 +84,10 @@ public class Takeovers {
             });
   }
 
+  /**
+   * The dead instance's held batches are released and its workers' queue locks freed first, so that
+   * classifying its runs sees its own redelivered messages as the live wake path they are.
+   */
   private Uni<Opened> fill(SqlClient conn, Subject subject, Epoch epoch) {
     Optional<RunSource> source =
         sources.has(subject.namespace())
@@ -91,26 +95,18 @@ public class Takeovers {
             : Optional.empty();
     return batches
         .releaseHeldBy(conn, subject.instanceId())
-        .chain(() -> ownership.release(conn, subject.instanceId()))
+        .chain(() -> releaseLocks(conn, source, epoch, subject))
         .chain(
-            runIds -> {
-              if (source.isEmpty() || runIds.isEmpty()) {
-                return Uni.createFrom().item(List.<Verdict>of());
-              }
-              return classifier.takeover(conn, source.get(), runIds, subject.instanceId());
-            })
-        .chain(verdicts -> handOut(conn, source, epoch, verdicts))
-        .chain(
-            opened ->
-                releaseLocks(conn, source, epoch, subject)
-                    .map(
-                        locks ->
-                            new Opened(
-                                opened.epochId(),
-                                opened.runs(),
-                                opened.batches(),
-                                opened.skipped(),
-                                locks)))
+            locks ->
+                ownership
+                    .release(conn, subject.instanceId())
+                    .chain(
+                        runIds ->
+                            source.isEmpty() || runIds.isEmpty()
+                                ? Uni.createFrom().item(List.<Verdict>of())
+                                : classifier.takeover(
+                                    conn, source.get(), runIds, subject.instanceId()))
+                    .chain(verdicts -> handOut(conn, source, epoch, verdicts, locks)))
         .chain(
             opened ->
                 (opened.batches() == 0
@@ -135,7 +131,11 @@ public class Takeovers {
   }
 
   private Uni<Opened> handOut(
-      SqlClient conn, Optional<RunSource> source, Epoch epoch, List<Verdict> verdicts) {
+      SqlClient conn,
+      Optional<RunSource> source,
+      Epoch epoch,
+      List<Verdict> verdicts,
+      int locksReleased) {
     List<Verdict> skipped =
         verdicts.stream().filter(v -> v.disposition() == Disposition.SKIP).toList();
     List<HandedOutRun> runs =
@@ -153,7 +153,7 @@ public class Takeovers {
     return ledger
         .record(conn, epoch, skipped, "skipped", null)
         .chain(() -> batches.ready(conn, epoch, runs, config.batch().defaultSize()))
-        .map(n -> new Opened(epoch.id(), runs.size(), n, skipped.size(), 0));
+        .map(n -> new Opened(epoch.id(), runs.size(), n, skipped.size(), locksReleased));
   }
 
   private Uni<Integer> releaseLocks(

@@ -4,10 +4,12 @@ import dev.rollcall.queue.QueueLocks;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import java.time.Duration;
+import java.time.OffsetDateTime;
 import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 
 /** Where one namespace's runs are read from. Implementations read ids, names and status only. */
 public interface RunSource {
@@ -54,6 +56,37 @@ public interface RunSource {
   /** The namespace's job queue, when Rollcall knows how to release a dead worker's locks in it. */
   default Optional<QueueLocks> queue() {
     return Optional.empty();
+  }
+
+  /**
+   * True when this source reads engine evidence (steps, waits, queue) to classify runs; false when
+   * every active run is re-driven on its status alone (fail open).
+   */
+  default boolean classifies() {
+    return false;
+  }
+
+  /**
+   * Prepares what a new epoch's classification needs, once (e.g. decodes queued jobs into {@code
+   * rollcall.epoch_wake_jobs}, which is emptied when the epoch closes).
+   */
+  default Uni<Void> prepareEpoch(SqlClient client, long epochId) {
+    return Uni.createFrom().voidItem();
+  }
+
+  /**
+   * Engine evidence per run, for a page of runs, in a few set-based queries. {@code epochId} is the
+   * epoch whose prepared evidence to use, or null to read the queue directly (a takeover of a few
+   * runs). Runs without evidence may be absent from the map.
+   */
+  default Uni<Map<String, Evidence>> evidence(
+      SqlClient client, Long epochId, Collection<String> runIds, Duration activityFence) {
+    return Uni.createFrom().item(Map.of());
+  }
+
+  /** Of runs re-driven at the given times, those the engine has not touched since. */
+  default Uni<Set<String>> unchangedSince(SqlClient client, Map<String, OffsetDateTime> redriven) {
+    return Uni.createFrom().item(Set.of());
   }
 
   /** Fails unless every column the scan reads is readable. */

@@ -109,6 +109,7 @@ public class RunSources {
         active,
         pending,
         template,
+        Optional.empty(),
         Optional.empty());
   }
 
@@ -134,21 +135,25 @@ public class RunSources {
                   return "__" + topic + "_wkf_workflow_";
                 })
             .orElse("__wkf_workflow_");
-    return new TableSource(
-        ns,
-        s.schema().orElse("workflow"),
-        "workflow_runs",
-        "id",
-        "status",
-        "name",
-        Optional.of("created_at"),
-        Optional.of("updated_at"),
-        List.of("pending", "running"),
-        Optional.of("pending"),
-        prefix + "{name}",
-        Optional.of(
-            new GraphileQueue(
-                "graphile_worker", List.of(jobPrefix + "flows", jobPrefix + "steps"))));
+    TableSource runs =
+        new TableSource(
+            ns,
+            s.schema().orElse("workflow"),
+            "workflow_runs",
+            "id",
+            "status",
+            "name",
+            Optional.of("created_at"),
+            Optional.of("updated_at"),
+            List.of("pending", "running"),
+            Optional.of("pending"),
+            prefix + "{name}",
+            Optional.empty(),
+            // Newer engine versions record each run's job prefix: used when present.
+            Optional.of(new TableSource.RunFilter("job_prefix", jobPrefix)));
+    GraphileQueue queue =
+        new GraphileQueue("graphile_worker", List.of(jobPrefix + "flows", jobPrefix + "steps"));
+    return new WorldPostgresSource(runs, queue, jobPrefix);
   }
 
   private static <T> T required(Optional<T> value, String key, List<String> missing) {

@@ -7,12 +7,15 @@ import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import java.time.Duration;
+import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.stream.Collectors;
 
 /**
@@ -21,6 +24,9 @@ import java.util.stream.Collectors;
  * snapshot bound, so one epoch reads each active run once.
  */
 public final class TableSource implements RunSource {
+
+  /** An optional equality filter that tells this namespace's runs from others in one table. */
+  public record RunFilter(String column, String value) {}
 
   private final String namespace;
   private final String schema;
@@ -36,12 +42,21 @@ public final class TableSource implements RunSource {
   private final String queueNameTemplate;
   private final String activeFilter;
   private final Optional<QueueLocks> queue;
+  private final Optional<RunFilter> runFilter;
 
   /**
-   * The id column's SQL type, read from the catalog on first use. Cursors are kept as text and cast
-   * back to it, so the keyset comparison uses the column's own ordering and its index.
+   * The column types, read from the catalog on first use. Cursors are kept as text and cast back to
+   * the id type, so keyset comparisons use the column's own ordering and its index; timestamps
+   * without time zone are read as UTC.
    */
-  private volatile String idType;
+  private volatile Columns columns;
+
+  /** What the catalog says about the table, resolved once. */
+  record Columns(
+      String idType,
+      Optional<String> createdAt,
+      Optional<String> updatedAt,
+      Optional<String> filter) {}
 
   TableSource(
       String namespace,
@@ -55,7 +70,8 @@ public final class TableSource implements RunSource {
       List<String> activeStatuses,
       Optional<String> pendingStatus,
       String queueNameTemplate,
-      Optional<QueueLocks> queue) {
+      Optional<QueueLocks> queue,
+      Optional<RunFilter> runFilter) {
     if (activeStatuses.isEmpty()) {
       throw new IllegalArgumentException("active-statuses must name at least one status");
     }
@@ -76,6 +92,8 @@ public final class TableSource implements RunSource {
     this.pendingStatus = pendingStatus;
     this.queueNameTemplate = queueNameTemplate;
     this.queue = queue;
+    this.runFilter = runFilter;
+    runFilter.ifPresent(f -> Sql.ident(f.column()));
     // Literals, not a parameter: a partial index "WHERE status IN (...)" can only serve a query
     // whose predicate the planner can prove implies it.
     this.activeFilter =
@@ -95,14 +113,24 @@ public final class TableSource implements RunSource {
     return qualifiedTable;
   }
 
-  @Override
-  public String queueName(String workflowName) {
-    return queueNameTemplate.replace("{name}", workflowName == null ? "" : workflowName);
+  /** The schema of the runs table. */
+  public String schema() {
+    return schema;
+  }
+
+  /** The qualified, quoted runs table. */
+  public String qualifiedTable() {
+    return qualifiedTable;
   }
 
   @Override
   public Optional<QueueLocks> queue() {
     return queue;
+  }
+
+  @Override
+  public String queueName(String workflowName) {
+    return queueNameTemplate.replace("{name}", workflowName == null ? "" : workflowName);
   }
 
   @Override
@@ -115,11 +143,26 @@ public final class TableSource implements RunSource {
     return activeStatuses;
   }
 
+  /**
+   * The runs filter in force: configured, and its column present (newer engine versions add it).
+   */
+  public Uni<Boolean> filtered(SqlClient client) {
+    return columns(client).map(c -> c.filter().isPresent());
+  }
+
   @Override
   public Uni<Snapshot> snapshot(SqlClient client) {
-    return client
-        .query("SELECT max(" + id + ")::text AS max_id, now() AS taken_at FROM " + qualifiedTable)
-        .execute()
+    return columns(client)
+        .chain(
+            c ->
+                client
+                    .query(
+                        "SELECT max("
+                            + id
+                            + ")::text AS max_id, now() AS taken_at FROM "
+                            + qualifiedTable
+                            + c.filter().map(f -> " WHERE " + f).orElse(""))
+                    .execute())
         .map(
             rows -> {
               Row row = rows.iterator().next();
@@ -137,25 +180,27 @@ public final class TableSource implements RunSource {
     if (snapshot.maxRunId() == null) {
       return Uni.createFrom().item(List.of());
     }
-    return idType(client)
+    return columns(client)
         .chain(
-            type -> {
+            c -> {
               List<Object> params = new ArrayList<>();
               params.add(activityFence.toMillis());
               params.add(snapshot.maxRunId());
               StringBuilder sql =
-                  new StringBuilder(select())
+                  new StringBuilder(select(c))
                       .append(" WHERE ")
                       .append(activeFilter)
                       .append(" AND ")
                       .append(id)
                       .append(" <= ($2::text)::")
-                      .append(type);
-              createdAt.ifPresent(
-                  c -> {
-                    params.add(snapshot.takenAt());
-                    sql.append(" AND ").append(c).append(" <= $").append(params.size());
-                  });
+                      .append(c.idType());
+              c.filter().ifPresent(f -> sql.append(" AND ").append(f));
+              c.createdAt()
+                  .ifPresent(
+                      created -> {
+                        params.add(snapshot.takenAt());
+                        sql.append(" AND ").append(created).append(" <= $").append(params.size());
+                      });
               after.ifPresent(
                   cursor -> {
                     params.add(cursor);
@@ -164,7 +209,7 @@ public final class TableSource implements RunSource {
                         .append(" > ($")
                         .append(params.size())
                         .append("::text)::")
-                        .append(type);
+                        .append(c.idType());
                   });
               params.add(limit);
               sql.append(" ORDER BY ").append(id).append(" LIMIT $").append(params.size());
@@ -179,12 +224,18 @@ public final class TableSource implements RunSource {
     if (runIds.isEmpty()) {
       return Uni.createFrom().item(Map.of());
     }
-    return idType(client)
+    return columns(client)
         .chain(
-            type ->
+            c ->
                 client
                     .preparedQuery(
-                        select() + " WHERE " + id + " = ANY(($2::text[])::" + type + "[])")
+                        select(c)
+                            + " WHERE "
+                            + id
+                            + " = ANY(($2::text[])::"
+                            + c.idType()
+                            + "[])"
+                            + c.filter().map(f -> " AND " + f).orElse(""))
                     .execute(Tuple.of(activityFence.toMillis(), runIds.toArray(String[]::new))))
         .map(
             rows -> {
@@ -196,12 +247,44 @@ public final class TableSource implements RunSource {
             });
   }
 
+  /** With an activity column: the runs not updated since they were re-driven. */
+  @Override
+  public Uni<Set<String>> unchangedSince(SqlClient client, Map<String, OffsetDateTime> redriven) {
+    if (redriven.isEmpty() || updatedAt.isEmpty()) {
+      return Uni.createFrom().item(Set.of());
+    }
+    List<String> ids = new ArrayList<>(redriven.keySet());
+    OffsetDateTime[] times = ids.stream().map(redriven::get).toArray(OffsetDateTime[]::new);
+    return columns(client)
+        .chain(
+            c ->
+                client
+                    .preparedQuery(
+                        "SELECT u.run_id FROM unnest($1::text[], $2::timestamptz[]) AS u(run_id, t)"
+                            + " JOIN "
+                            + qualifiedTable
+                            + " r ON r."
+                            + id
+                            + " = (u.run_id)::"
+                            + c.idType()
+                            + " WHERE "
+                            + c.updatedAt().orElseThrow()
+                            + " <= u.t")
+                    .execute(Tuple.of(ids.toArray(String[]::new), times)))
+        .map(
+            rows -> {
+              Set<String> unchanged = new HashSet<>();
+              rows.forEach(r -> unchanged.add(r.getString("run_id")));
+              return unchanged;
+            });
+  }
+
   /** The columns a scan reads; {@code $1} is the activity fence in milliseconds. */
-  private String select() {
+  private String select(Columns c) {
     // Without an activity column no run is recently active; "$1 IS NULL" (never true: the fence
     // is always given) keeps $1 referenced so both shapes take the same parameters.
     String recent =
-        updatedAt
+        c.updatedAt()
             .map(u -> "coalesce(" + u + " > now() - $1::bigint * interval '1 millisecond', false)")
             .orElse("($1::bigint IS NULL)");
     return "SELECT "
@@ -243,32 +326,52 @@ public final class TableSource implements RunSource {
             + " FROM "
             + qualifiedTable
             + " LIMIT 0";
-    return client.query(sql).execute().chain(rows -> idType(client)).replaceWithVoid();
+    return client.query(sql).execute().chain(rows -> columns(client)).replaceWithVoid();
   }
 
-  private Uni<String> idType(SqlClient client) {
-    String known = idType;
+  Uni<Columns> columns(SqlClient client) {
+    Columns known = columns;
     if (known != null) {
       return Uni.createFrom().item(known);
     }
     return client
         .preparedQuery(
-            "SELECT format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a"
-                + " JOIN pg_class c ON c.oid = a.attrelid"
+            "SELECT a.attname AS column, format_type(a.atttypid, a.atttypmod) AS type"
+                + " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
                 + " JOIN pg_namespace n ON n.oid = c.relnamespace"
-                + " WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3"
+                + " WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0"
                 + " AND NOT a.attisdropped")
-        .execute(Tuple.of(schema, table, unquote(id)))
+        .execute(Tuple.of(schema, table))
         .map(
             rows -> {
-              if (rows.size() == 0) {
+              Map<String, String> types = new HashMap<>();
+              rows.forEach(r -> types.put(r.getString("column"), r.getString("type")));
+              String idType = types.get(unquote(id));
+              if (idType == null) {
                 throw new IllegalStateException(
                     "id column " + id + " of " + qualifiedTable + " does not exist");
               }
-              String type = rows.iterator().next().getString("type");
-              idType = type;
-              return type;
+              Columns resolved =
+                  new Columns(
+                      idType,
+                      createdAt.map(col -> timestamp(col, types)),
+                      updatedAt.map(col -> timestamp(col, types)),
+                      runFilter
+                          .filter(f -> types.containsKey(f.column()))
+                          .map(f -> Sql.ident(f.column()) + " = " + Sql.literal(f.value())));
+              columns = resolved;
+              return resolved;
             });
+  }
+
+  /**
+   * A timestamp column as an absolute time. Engines that store {@code timestamp without time zone}
+   * write UTC wall-clock time; reading it in the session's zone would shift leases by hours.
+   */
+  private static String timestamp(String quoted, Map<String, String> types) {
+    return "timestamp without time zone".equals(types.get(unquote(quoted)))
+        ? "(" + quoted + " AT TIME ZONE 'UTC')"
+        : quoted;
   }
 
   private static String unquote(String quoted) {

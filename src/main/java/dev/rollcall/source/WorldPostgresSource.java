@@ -1,0 +1,276 @@
+package dev.rollcall.source;
+
+import dev.rollcall.queue.GraphileQueue;
+import dev.rollcall.queue.QueueLocks;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import org.jboss.logging.Logger;
+
+/**
+ * The {@code @workflow/world-postgres} engine: its runs table read like any table, plus the proof
+ * its maintainers accept for classifying a run — open steps, due waits, and queued workflow jobs in
+ * graphile-worker (a hook row is no proof). Every check is one set-based query per page.
+ */
+public final class WorldPostgresSource implements RunSource {
+
+  private static final Logger LOG = Logger.getLogger(WorldPostgresSource.class);
+
+  private final TableSource runs;
+  private final GraphileQueue queue;
+  private final String engine;
+  private final String jobPrefix;
+
+  WorldPostgresSource(TableSource runs, GraphileQueue queue, String jobPrefix) {
+    this.runs = runs;
+    this.queue = queue;
+    this.engine = Sql.ident(runs.schema());
+    this.jobPrefix = jobPrefix;
+  }
+
+  /** The engine's schema. */
+  public String schema() {
+    return runs.schema();
+  }
+
+  /** The engine's job prefix (part of its graphile task identifiers). */
+  public String jobPrefix() {
+    return jobPrefix;
+  }
+
+  /** True when the runs table tells this namespace's runs apart (newer engine versions). */
+  public Uni<Boolean> runsFiltered(SqlClient client) {
+    return runs.filtered(client);
+  }
+
+  private String workflowTask() {
+    return jobPrefix + "flows";
+  }
+
+  @Override
+  public boolean classifies() {
+    return true;
+  }
+
+  @Override
+  public Uni<Void> prepareEpoch(SqlClient client, long epochId) {
+    // One decode of every queued workflow job, kept for the epoch's pages. A failure (no queue
+    // schema yet, say) leaves the epoch without queue proof: its runs are re-driven (fail open).
+    return Savepoints.attempt(
+            client,
+            "prepare_epoch",
+            client
+                .preparedQuery(
+                    "INSERT INTO rollcall.epoch_wake_jobs (epoch_id, run_id, job_id)"
+                        + " SELECT DISTINCT $1::bigint, w.run_id, w.job_id FROM ("
+                        + "   SELECT rollcall.engine_run_id(j.payload) AS run_id, j.id AS job_id"
+                        + "   FROM graphile_worker._private_jobs j"
+                        + "   JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+                        + "   WHERE t.identifier = $2 AND j.attempts < j.max_attempts) w"
+                        + " WHERE w.run_id IS NOT NULL")
+                .execute(Tuple.of(epochId, workflowTask()))
+                .replaceWithVoid(),
+            e ->
+                LOG.warnf(
+                    "epoch %d of namespace %s: queued jobs could not be read (%s); no run of this epoch"
+                        + " will be skipped for a queued job",
+                    epochId, namespace(), e.getMessage()))
+        .replaceWithVoid();
+  }
+
+  @Override
+  public Uni<Map<String, Evidence>> evidence(
+      SqlClient client, Long epochId, Collection<String> runIds, Duration activityFence) {
+    if (runIds.isEmpty()) {
+      return Uni.createFrom().item(Map.of());
+    }
+    String[] ids = runIds.toArray(String[]::new);
+    Uni<Set<String>> openSteps =
+        ids(
+            client,
+            "SELECT DISTINCT run_id FROM "
+                + engine
+                + ".workflow_steps WHERE run_id = ANY($1::text[])"
+                + " AND status IN ('pending', 'running')",
+            Tuple.of((Object) ids));
+    // A waiting wait due now, or whose resume time cannot be read, needs a wake-up.
+    Uni<Set<String>> dueWaits =
+        ids(
+            client,
+            "SELECT DISTINCT run_id FROM "
+                + engine
+                + ".workflow_waits WHERE run_id = ANY($1::text[]) AND status = 'waiting'"
+                + " AND (resume_at IS NULL OR resume_at <= (now() AT TIME ZONE 'UTC'))",
+            Tuple.of((Object) ids));
+    Uni<Set<String>> recentEvents =
+        ids(
+            client,
+            "SELECT DISTINCT run_id FROM "
+                + engine
+                + ".workflow_events WHERE run_id = ANY($1::text[])"
+                + " AND created_at > ((now() - $2::bigint * interval '1 millisecond')"
+                + " AT TIME ZONE 'UTC')",
+            Tuple.of(ids, activityFence.toMillis()));
+    Uni<Set<String>> queued = queuedJobs(client, epochId, ids);
+    return openSteps.chain(
+        steps ->
+            dueWaits.chain(
+                waits ->
+                    recentEvents.chain(
+                        recent ->
+                            queued.map(
+                                jobs -> {
+                                  Map<String, Evidence> evidence = new HashMap<>();
+                                  for (String id : ids) {
+                                    evidence.put(
+                                        id,
+                                        new Evidence(
+                                            steps.contains(id),
+                                            waits.contains(id),
+                                            jobs.contains(id),
+                                            recent.contains(id)));
+                                  }
+                                  return evidence;
+                                }))));
+  }
+
+  /**
+   * Runs with a queued workflow job that will wake them: not exhausted, and unlocked or locked by a
+   * worker of a live instance of this namespace (a dead worker's lock proves nothing). With an
+   * epoch, from the jobs decoded when it opened; without one, straight from the queue.
+   */
+  private Uni<Set<String>> queuedJobs(SqlClient client, Long epochId, String[] ids) {
+    String liveLock =
+        " AND j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
+            + "SELECT unnest(i.worker_ids) FROM rollcall.instances i WHERE i.namespace = $2"
+            + " AND i.state = 'live' AND i.lease_expires_at > now()))";
+    if (epochId != null) {
+      return ids(
+          client,
+          "SELECT DISTINCT w.run_id FROM rollcall.epoch_wake_jobs w"
+              + " JOIN graphile_worker._private_jobs j ON j.id = w.job_id"
+              + " WHERE w.run_id = ANY($1::text[]) AND w.epoch_id = $3"
+              + liveLock,
+          Tuple.of(ids, namespace(), epochId));
+    }
+    return ids(
+        client,
+        "SELECT DISTINCT rollcall.engine_run_id(j.payload) AS run_id"
+            + " FROM graphile_worker._private_jobs j"
+            + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+            + " WHERE t.identifier = $3 AND rollcall.engine_run_id(j.payload) = ANY($1::text[])"
+            + liveLock,
+        Tuple.of(ids, namespace(), workflowTask()));
+  }
+
+  @Override
+  public Uni<Set<String>> unchangedSince(SqlClient client, Map<String, OffsetDateTime> redriven) {
+    if (redriven.isEmpty()) {
+      return Uni.createFrom().item(Set.of());
+    }
+    List<String> ids = new ArrayList<>(redriven.keySet());
+    OffsetDateTime[] times = ids.stream().map(redriven::get).toArray(OffsetDateTime[]::new);
+    return ids(
+        client,
+        "SELECT u.run_id FROM unnest($1::text[], $2::timestamptz[]) AS u(run_id, t)"
+            + " WHERE NOT EXISTS (SELECT 1 FROM "
+            + engine
+            + ".workflow_events e WHERE e.run_id = u.run_id"
+            + " AND (e.created_at AT TIME ZONE 'UTC') > u.t)",
+        Tuple.of(ids.toArray(String[]::new), times));
+  }
+
+  private static Uni<Set<String>> ids(SqlClient client, String sql, Tuple params) {
+    return client
+        .preparedQuery(sql)
+        .execute(params)
+        .map(
+            rows -> {
+              Set<String> found = new HashSet<>();
+              rows.forEach(r -> found.add(r.getString("run_id")));
+              return found;
+            });
+  }
+
+  // Everything else is the runs table's.
+
+  @Override
+  public String namespace() {
+    return runs.namespace();
+  }
+
+  @Override
+  public String describe() {
+    return runs.describe();
+  }
+
+  @Override
+  public String queueName(String workflowName) {
+    return runs.queueName(workflowName);
+  }
+
+  @Override
+  public boolean isPending(ScannedRun run) {
+    return runs.isPending(run);
+  }
+
+  @Override
+  public List<String> activeStatuses() {
+    return runs.activeStatuses();
+  }
+
+  @Override
+  public Optional<QueueLocks> queue() {
+    return Optional.of(queue);
+  }
+
+  @Override
+  public Uni<Snapshot> snapshot(SqlClient client) {
+    return runs.snapshot(client);
+  }
+
+  @Override
+  public Uni<List<ScannedRun>> page(
+      SqlClient client,
+      Snapshot snapshot,
+      Optional<String> after,
+      int limit,
+      Duration activityFence) {
+    return runs.page(client, snapshot, after, limit, activityFence);
+  }
+
+  @Override
+  public Uni<Map<String, ScannedRun>> lookup(
+      SqlClient client, Collection<String> runIds, Duration activityFence) {
+    return runs.lookup(client, runIds, activityFence);
+  }
+
+  @Override
+  public Uni<Void> probe(SqlClient client) {
+    return runs.probe(client)
+        .chain(
+            () ->
+                client
+                    .query("SELECT run_id, status FROM " + engine + ".workflow_steps LIMIT 0")
+                    .execute())
+        .chain(
+            () ->
+                client
+                    .query(
+                        "SELECT run_id, status, resume_at FROM "
+                            + engine
+                            + ".workflow_waits LIMIT 0")
+                    .execute())
+        .replaceWithVoid();
+  }
+}
