@@ -44,6 +44,9 @@ public interface RollcallConfig {
   /** Batches: how recovery work is cut and leased. */
   Batch batch();
 
+  /** Sweeps: periodic passes that catch runs stranded between deploys. */
+  Sweep sweep();
+
   /** Claims: what a claimer is told when there is nothing for it right now. */
   Claim claim();
 
@@ -74,6 +77,17 @@ public interface RollcallConfig {
      */
     @WithDefault("5")
     int maxAttempts();
+  }
+
+  /** Sweep settings. */
+  interface Sweep {
+    /** How often each namespace gets a sweep epoch: a duration, or {@code off}. */
+    @WithDefault("5m")
+    String interval();
+
+    /** The most runs a sweep scans per second, so a sweep never floods the engine's queue. */
+    @WithDefault("1000")
+    int maxRunsPerSecond();
   }
 
   /** Claim settings. */
@@ -136,6 +150,14 @@ public interface RollcallConfig {
 
     /** table: queue name of a run, with {@code {name}} standing for its workflow name. */
     Optional<String> queueNameTemplate();
+
+    /**
+     * Creates, at startup and concurrently, a partial index on the runs table's id for active runs
+     * only, so that a scan reads about one row per active run instead of walking terminal ones too.
+     * It changes the engine's schema: opt in.
+     */
+    @WithDefault("false")
+    boolean createActiveIndex();
 
     /** world-postgres: the engine's graphile-worker task identifier prefix. */
     @WithDefault("workflow_")

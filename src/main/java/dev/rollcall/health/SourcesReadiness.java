@@ -2,12 +2,15 @@ package dev.rollcall.health;
 
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
+import dev.rollcall.source.WorldPostgresSource;
 import io.smallrye.health.api.AsyncHealthCheck;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import org.eclipse.microprofile.health.HealthCheckResponse;
 import org.eclipse.microprofile.health.HealthCheckResponseBuilder;
 import org.eclipse.microprofile.health.Readiness;
@@ -45,19 +48,69 @@ public class SourcesReadiness implements AsyncHealthCheck {
     return Uni.join()
         .all(probes)
         .andCollectFailures()
-        .map(
-            failures -> {
-              HealthCheckResponseBuilder b =
-                  HealthCheckResponse.named("rollcall-sources")
-                      .withData("namespaces", sources.all().size());
-              boolean up = true;
-              int i = 0;
-              for (RunSource source : sources.all()) {
-                String failure = failures.get(i++);
-                b.withData(source.namespace(), failure == null ? "readable" : failure);
-                up &= failure == null;
-              }
-              return b.status(up).build();
-            });
+        .chain(
+            failures ->
+                ambiguities()
+                    .map(
+                        warnings -> {
+                          HealthCheckResponseBuilder b =
+                              HealthCheckResponse.named("rollcall-sources")
+                                  .withData("namespaces", sources.all().size());
+                          boolean up = true;
+                          int i = 0;
+                          for (RunSource source : sources.all()) {
+                            String failure = failures.get(i++);
+                            b.withData(source.namespace(), failure == null ? "readable" : failure);
+                            up &= failure == null;
+                          }
+                          warnings.forEach((ns, w) -> b.withData(ns + ".warning", w));
+                          return b.status(up).build();
+                        }));
+  }
+
+  /**
+   * Engine namespaces whose runs cannot be told apart from another namespace's in the same
+   * database: the same engine schema, and either the same job prefix or no per-run job prefix
+   * column to filter on (older engine versions). A warning, not a failure: recovery still works,
+   * but each namespace also recovers the other's runs.
+   */
+  Uni<Map<String, String>> ambiguities() {
+    List<WorldPostgresSource> engines =
+        sources.all().stream()
+            .filter(WorldPostgresSource.class::isInstance)
+            .map(WorldPostgresSource.class::cast)
+            .toList();
+    Map<String, String> warnings = new TreeMap<>();
+    List<Uni<Void>> checks = new ArrayList<>();
+    for (WorldPostgresSource a : engines) {
+      for (WorldPostgresSource b : engines) {
+        if (a == b || !a.schema().equals(b.schema())) {
+          continue;
+        }
+        checks.add(
+            a.runsFiltered(pool)
+                .onFailure()
+                .recoverWithItem(false)
+                .invoke(
+                    filtered -> {
+                      if (!filtered || a.jobPrefix().equals(b.jobPrefix())) {
+                        warnings.put(
+                            a.namespace(),
+                            "runs cannot be told apart from namespace '"
+                                + b.namespace()
+                                + "' (same schema '"
+                                + a.schema()
+                                + "', "
+                                + (filtered ? "same job prefix" : "no job_prefix column on runs")
+                                + ")");
+                      }
+                    })
+                .replaceWithVoid());
+      }
+    }
+    if (checks.isEmpty()) {
+      return Uni.createFrom().item(warnings);
+    }
+    return Uni.join().all(checks).andCollectFailures().replaceWith(warnings);
   }
 }

@@ -91,10 +91,10 @@ public class ClaimService {
                 .chain(
                     boot ->
                         epochs
-                            .openTakeovers(conn, caller.namespace())
+                            .openShared(conn, caller.namespace())
                             .chain(
-                                takeovers -> {
-                                  List<Epoch> order = new ArrayList<>(takeovers);
+                                shared -> {
+                                  List<Epoch> order = new ArrayList<>(shared);
                                   order.add(boot);
                                   return serveInOrder(
                                       conn,
@@ -212,7 +212,11 @@ public class ClaimService {
       return Uni.createFrom().item(Served.nothing());
     }
     if (!epoch.scanDone()) {
-      return cutPage(conn, source, caller, epoch, maxRuns);
+      int allowed = rateLimited(epoch, maxRuns);
+      return allowed > 0
+          ? cutPage(conn, source, caller, epoch, allowed)
+          // A sweep ahead of its rate: the claimer comes back when a heartbeat says so.
+          : Uni.createFrom().item(Served.nothing());
     }
     // A lease may have expired since the first look; the epoch lock does not cover batches.
     return relet(conn, source, caller, epoch)
@@ -235,7 +239,7 @@ public class ClaimService {
               boolean last = page.size() < maxRuns;
               Optional<String> cursor =
                   page.isEmpty() ? epoch.cursor() : Optional.of(page.get(page.size() - 1).runId());
-              Epoch advanced = epoch.advancedTo(cursor, last);
+              Epoch advanced = epoch.advancedTo(cursor, last, page.size());
               return classifier
                   .firstLook(conn, source, epoch, page)
                   .chain(
@@ -345,6 +349,18 @@ public class ClaimService {
                               // A ready batch another claimer is taking right now.
                               : Served.later(config.claim().waitMin().toMillis()));
             });
+  }
+
+  /**
+   * How many runs this claim may scan: a sweep may read at most {@code max-runs-per-second} times
+   * its age (by the database's clock), so it never floods the engine's queue.
+   */
+  private int rateLimited(Epoch epoch, int maxRuns) {
+    if (epoch.kind() != EpochKind.SWEEP) {
+      return maxRuns;
+    }
+    long budget = config.sweep().maxRunsPerSecond() * Math.max(1, epoch.ageMs()) / 1000;
+    return (int) Math.max(0, Math.min(maxRuns, budget - epoch.runsScanned()));
   }
 
   private static List<Verdict> of(List<Verdict> verdicts, Disposition disposition) {

@@ -204,16 +204,16 @@ public class Classifier {
   }
 
   /**
-   * Sweeps: runs that an earlier epoch re-drove, about which the engine has written nothing since
-   * the hand-out was completed. Re-driving them again would only add another job.
+   * Sweeps: runs that another epoch re-drove (or is re-driving right now), about which the engine
+   * has written nothing since. Re-driving them again would only add another job.
    */
   private Uni<Set<String>> unchangedSinceRedrive(
       SqlClient client, RunSource source, Epoch epoch, List<String> ids) {
     return client
         .preparedQuery(
-            "SELECT run_id, max(resolved_at) AS at FROM rollcall.ledger"
-                + " WHERE namespace = $1 AND run_id = ANY($2::text[]) AND outcome = 'enqueued'"
-                + " AND epoch_id <> $3 GROUP BY run_id")
+            "SELECT run_id, max(coalesce(resolved_at, recorded_at)) AS at FROM rollcall.ledger"
+                + " WHERE namespace = $1 AND run_id = ANY($2::text[])"
+                + " AND outcome IN ('enqueued', 'leased') AND epoch_id <> $3 GROUP BY run_id")
         .execute(Tuple.of(epoch.namespace(), ids.toArray(String[]::new), epoch.id()))
         .chain(
             rows -> {

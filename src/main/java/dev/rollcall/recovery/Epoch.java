@@ -12,15 +12,19 @@ public record Epoch(
     boolean open,
     Snapshot snapshot,
     Optional<String> cursor,
-    boolean scanDone) {
+    boolean scanDone,
+    long runsScanned,
+    long ageMs) {
 
-  /** The columns {@link #from(Row)} reads. */
+  /** The columns {@link #from(Row)} reads; the age is by the database's clock. */
   static final String COLUMNS =
-      "id, namespace, kind, state, snapshot_max_id, snapshot_at, scan_cursor, scan_done";
+      "id, namespace, kind, state, snapshot_max_id, snapshot_at, scan_cursor, scan_done,"
+          + " runs_scanned, (extract(epoch FROM now() - created_at) * 1000)::bigint AS age_ms";
 
   /** This epoch with its scan moved on (as {@code Epochs.advance} records it). */
-  Epoch advancedTo(Optional<String> newCursor, boolean done) {
-    return new Epoch(id, namespace, kind, open, snapshot, newCursor, done);
+  Epoch advancedTo(Optional<String> newCursor, boolean done, int scanned) {
+    return new Epoch(
+        id, namespace, kind, open, snapshot, newCursor, done, runsScanned + scanned, ageMs);
   }
 
   static Epoch from(Row row) {
@@ -31,6 +35,8 @@ public record Epoch(
         "open".equals(row.getString("state")),
         new Snapshot(row.getString("snapshot_max_id"), row.getOffsetDateTime("snapshot_at")),
         Optional.ofNullable(row.getString("scan_cursor")),
-        row.getBoolean("scan_done"));
+        row.getBoolean("scan_done"),
+        row.getLong("runs_scanned"),
+        row.getLong("age_ms"));
   }
 }

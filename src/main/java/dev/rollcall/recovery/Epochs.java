@@ -77,14 +77,17 @@ public class Epochs {
             });
   }
 
-  /** The open takeover epochs of a namespace, oldest first: claims serve them before boot work. */
-  public Uni<List<Epoch>> openTakeovers(SqlClient client, String namespace) {
+  /**
+   * The open epochs of a namespace that every instance serves, in the order claims serve them:
+   * takeovers first (oldest first), then sweeps and manual passes.
+   */
+  public Uni<List<Epoch>> openShared(SqlClient client, String namespace) {
     return client
         .preparedQuery(
             "SELECT "
                 + Epoch.COLUMNS
-                + " FROM rollcall.epochs WHERE namespace = $1 AND kind = 'takeover'"
-                + " AND state = 'open' ORDER BY id")
+                + " FROM rollcall.epochs WHERE namespace = $1 AND kind <> 'boot'"
+                + " AND state = 'open' ORDER BY (kind = 'takeover') DESC, id")
         .execute(Tuple.of(namespace))
         .map(
             rows -> {
@@ -92,6 +95,43 @@ public class Epochs {
               rows.forEach(r -> list.add(Epoch.from(r)));
               return list;
             });
+  }
+
+  /**
+   * Opens a sweep of the namespace unless one is open or one opened within {@code intervalMs} (by
+   * any service replica: the namespace's advisory lock serialises the check, the unique index on
+   * open sweeps backs it), and only while an instance is live to claim it.
+   */
+  public Uni<Optional<Epoch>> openSweep(
+      SqlClient client, String namespace, Snapshot snapshot, long intervalMs) {
+    return client
+        .preparedQuery("SELECT pg_advisory_xact_lock(hashtext('rollcall.sweep.' || $1))")
+        .execute(Tuple.of(namespace))
+        .chain(
+            () ->
+                client
+                    .preparedQuery(
+                        "INSERT INTO rollcall.epochs (namespace, kind, snapshot_max_id,"
+                            + " snapshot_at) SELECT $1, 'sweep', $2, $3"
+                            + " WHERE EXISTS (SELECT 1 FROM rollcall.instances i"
+                            + "   WHERE i.namespace = $1 AND i.state = 'live'"
+                            + "   AND i.lease_expires_at > now())"
+                            + " AND NOT EXISTS (SELECT 1 FROM rollcall.epochs e"
+                            + "   WHERE e.namespace = $1 AND e.kind = 'sweep' AND (e.state = 'open'"
+                            + "   OR e.created_at > now() - $4::bigint * interval '1 millisecond'))"
+                            + " ON CONFLICT (namespace) WHERE kind = 'sweep' AND state = 'open'"
+                            + " DO NOTHING RETURNING "
+                            + Epoch.COLUMNS)
+                    .execute(
+                        Tuple.of(namespace, snapshot.maxRunId(), snapshot.takenAt(), intervalMs)))
+        .map(Epochs::first)
+        .invoke(
+            opened ->
+                opened.ifPresent(
+                    e ->
+                        LOG.infof(
+                            "epoch %d opened: sweep of namespace %s (snapshot max id %s)",
+                            e.id(), namespace, snapshot.maxRunId())));
   }
 
   /**

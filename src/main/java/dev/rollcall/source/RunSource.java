@@ -89,6 +89,15 @@ public interface RunSource {
     return Uni.createFrom().item(Set.of());
   }
 
+  /**
+   * The statement that creates a partial index on the runs table's id for active runs only, with
+   * which a scan reads about one row per active run. The scan's own predicate implies the index's,
+   * so the planner can use it.
+   */
+  default Optional<String> activeIndexDdl() {
+    return Optional.empty();
+  }
+
   /** Fails unless every column the scan reads is readable. */
   Uni<Void> probe(SqlClient client);
 }

@@ -129,6 +129,19 @@ public final class TableSource implements RunSource {
   }
 
   @Override
+  public Optional<String> activeIndexDdl() {
+    return Optional.of(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS "
+            + Sql.ident(table + "_rollcall_active")
+            + " ON "
+            + qualifiedTable
+            + " ("
+            + id
+            + ") WHERE "
+            + activeFilter);
+  }
+
+  @Override
   public String queueName(String workflowName) {
     return queueNameTemplate.replace("{name}", workflowName == null ? "" : workflowName);
   }

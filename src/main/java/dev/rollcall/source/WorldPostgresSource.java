@@ -235,6 +235,11 @@ public final class WorldPostgresSource implements RunSource {
   }
 
   @Override
+  public Optional<String> activeIndexDdl() {
+    return runs.activeIndexDdl();
+  }
+
+  @Override
   public Uni<Snapshot> snapshot(SqlClient client) {
     return runs.snapshot(client);
   }

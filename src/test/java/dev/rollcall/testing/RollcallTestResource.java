@@ -32,6 +32,9 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     config.putAll(SourceTables.namespaceSettings());
     // Tests drive the reaper one pass at a time (Reaper.runOnce).
     config.put("rollcall.reaper-interval", "off");
+    config.put("rollcall.sweep.interval", "off");
+    // Low enough that a test can see the rate bound act.
+    config.put("rollcall.sweep.max-runs-per-second", "50");
     return config;
   }
 

@@ -1,0 +1,96 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.source.RunSource;
+import dev.rollcall.source.RunSources;
+import io.quarkus.scheduler.Scheduled;
+import io.smallrye.mutiny.Multi;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import org.jboss.logging.Logger;
+
+/**
+ * Opens a {@code sweep} epoch per namespace every {@code rollcall.sweep.interval}: runs stranded
+ * between deploys (a lost wake-up, say) are found and handed to live instances through the usual
+ * claims, rate-bounded. Each namespace is its own transaction, so one failing source never stops
+ * the others; any number of service replicas may run it.
+ */
+@ApplicationScoped
+public class Sweeper {
+
+  private static final Logger LOG = Logger.getLogger(Sweeper.class);
+
+  private final Pool pool;
+  private final RunSources sources;
+  private final Epochs epochs;
+  private final RollcallConfig config;
+
+  Sweeper(Pool pool, RunSources sources, Epochs epochs, RollcallConfig config) {
+    this.pool = pool;
+    this.sources = sources;
+    this.epochs = epochs;
+    this.config = config;
+  }
+
+  @Scheduled(
+      identity = "rollcall-sweeper",
+      every = "${rollcall.sweep.interval:5m}",
+      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
+  Uni<Void> scheduled() {
+    return runOnce()
+        .onFailure()
+        .invoke(e -> LOG.warnf("sweep pass failed, retrying next interval: %s", e.toString()))
+        .onFailure()
+        .recoverWithNull()
+        .replaceWithVoid();
+  }
+
+  /** One pass over every namespace; returns the sweeps it opened. Tests call it directly. */
+  public Uni<List<Epoch>> runOnce() {
+    long intervalMs = interval().toMillis();
+    return Multi.createFrom()
+        .iterable(sources.all())
+        .onItem()
+        .transformToUniAndConcatenate(
+            source ->
+                open(source, intervalMs)
+                    .onFailure()
+                    .invoke(
+                        e ->
+                            LOG.warnf(
+                                "could not open a sweep of namespace %s: %s",
+                                source.namespace(), e.toString()))
+                    .onFailure()
+                    .recoverWithItem(Optional.empty()))
+        .filter(Optional::isPresent)
+        .map(Optional::get)
+        .collect()
+        .asList();
+  }
+
+  private Uni<Optional<Epoch>> open(RunSource source, long intervalMs) {
+    return pool.withTransaction(
+        conn ->
+            source
+                .snapshot(conn)
+                .chain(snapshot -> epochs.openSweep(conn, source.namespace(), snapshot, intervalMs))
+                .call(
+                    opened ->
+                        opened.isPresent()
+                            ? source.prepareEpoch(conn, opened.get().id())
+                            : Uni.createFrom().voidItem()));
+  }
+
+  /** The configured interval; {@code off} sweeps never run on their own (but tests may). */
+  private Duration interval() {
+    String value = config.sweep().interval().trim();
+    if (value.equalsIgnoreCase("off") || value.equalsIgnoreCase("disabled")) {
+      return Duration.ofMinutes(5);
+    }
+    return io.quarkus.runtime.configuration.DurationConverter.parseDuration(value);
+  }
+}
