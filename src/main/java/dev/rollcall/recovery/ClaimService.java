@@ -251,6 +251,14 @@ public class ClaimService {
                                       deferrals.defer(conn, epoch, of(verdicts, Disposition.DEFER)))
                               .chain(
                                   () ->
+                                      ledger.record(
+                                          conn,
+                                          epoch,
+                                          of(verdicts, Disposition.SKIP),
+                                          "skipped",
+                                          null))
+                              .chain(
+                                  () ->
                                       handOut(
                                           conn,
                                           source,
