@@ -11,6 +11,7 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -62,7 +63,13 @@ public class Classifier {
   public Uni<List<Verdict>> firstLook(
       SqlClient client, RunSource source, Epoch epoch, List<ScannedRun> page) {
     List<String> ids = page.stream().map(ScannedRun::runId).toList();
+    long started = System.nanoTime();
     return facts(client, source, epoch, ids)
+        .invoke(
+            ignored ->
+                meters
+                    .timer("rollcall.classification", "namespace", source.namespace())
+                    .record(Duration.ofNanos(System.nanoTime() - started)))
         .map(
             facts -> {
               List<Verdict> verdicts = new ArrayList<>(page.size());
