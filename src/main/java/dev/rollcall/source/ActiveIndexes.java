@@ -46,7 +46,7 @@ public class ActiveIndexes {
   }
 
   /** Runs the DDL outside a transaction, as CREATE INDEX CONCURRENTLY requires. */
-  void create(String namespace, String ddl) {
+  public void create(String namespace, String ddl) {
     try (Connection c = jdbc.getConnection();
         Statement s = c.createStatement()) {
       c.setAutoCommit(true);

@@ -35,7 +35,8 @@ public class RunSources {
 
   private final Map<String, RunSource> byNamespace;
 
-  RunSources(RollcallConfig config) {
+  /** Builds every namespace's source from configuration (CDI does this at startup). */
+  public RunSources(RollcallConfig config) {
     Map<String, RunSource> sources = new TreeMap<>();
     config.namespaces().forEach((ns, settings) -> sources.put(ns, build(ns, settings)));
     this.byNamespace = Map.copyOf(sources);

@@ -194,6 +194,38 @@ class BadInputTest extends ApiTestBase {
                     "{}",
                     401),
                 new Case(
+                    "inFlight not a list",
+                    "POST",
+                    hb,
+                    a.token(),
+                    "application/json",
+                    "{\"inFlight\":\"wrun_1\"}",
+                    400),
+                new Case(
+                    "inFlight with numbers",
+                    "POST",
+                    hb,
+                    a.token(),
+                    "application/json",
+                    "{\"inFlight\":[1,2]}",
+                    400),
+                new Case(
+                    "inFlight with an oversized id",
+                    "POST",
+                    hb,
+                    a.token(),
+                    "application/json",
+                    "{\"inFlight\":[\"" + "r".repeat(201) + "\"]}",
+                    400),
+                new Case(
+                    "leave with a malformed inFlight",
+                    "DELETE",
+                    "instances/" + a.id(),
+                    a.token(),
+                    "application/json",
+                    "{\"inFlight\":{}}",
+                    400),
+                new Case(
                     "heartbeat of a malformed id",
                     "POST",
                     "instances/xyz/heartbeat",
@@ -453,7 +485,9 @@ class BadInputTest extends ApiTestBase {
                 + " || coalesce(lease_expires_at::text, ''), ',' ORDER BY id)), '')"
                 + " FROM rollcall.batches",
             "SELECT count(*) || ':' || coalesce(md5(string_agg(id::text || outcome, ','"
-                + " ORDER BY id)), '') FROM rollcall.ledger")
+                + " ORDER BY id)), '') FROM rollcall.ledger",
+            "SELECT count(*) || ':' || coalesce(md5(string_agg(instance_id::text || run_id, ','"
+                + " ORDER BY instance_id, run_id)), '') FROM rollcall.ownership")
         .map(sql -> Db.column(sql).get(0))
         .reduce((x, y) -> x + "|" + y)
         .orElseThrow();
