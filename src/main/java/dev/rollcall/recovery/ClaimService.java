@@ -247,26 +247,24 @@ public class ClaimService {
                           epochs
                               .advance(conn, epoch.id(), cursor, last, page.size())
                               .chain(
-                                  () ->
-                                      deferrals.defer(conn, epoch, of(verdicts, Disposition.DEFER)))
-                              .chain(
-                                  () ->
-                                      ledger.record(
-                                          conn,
-                                          epoch,
-                                          of(verdicts, Disposition.SKIP),
-                                          "skipped",
-                                          null))
-                              .chain(
-                                  () ->
-                                      handOut(
-                                          conn,
-                                          source,
-                                          caller,
-                                          advanced,
-                                          of(verdicts, Disposition.HAND_OUT),
-                                          maxRuns)));
+                                  () -> apply(conn, source, caller, advanced, verdicts, maxRuns)));
             });
+  }
+
+  /** Writes a page's verdicts: deferrals and skips to the ledger, hand-outs into a batch. */
+  private Uni<Served> apply(
+      SqlClient conn,
+      RunSource source,
+      Caller caller,
+      Epoch epoch,
+      List<Verdict> verdicts,
+      int maxRuns) {
+    return deferrals
+        .defer(conn, epoch, of(verdicts, Disposition.DEFER))
+        .chain(() -> ledger.record(conn, epoch, of(verdicts, Disposition.SKIP), "skipped", null))
+        .chain(
+            () ->
+                handOut(conn, source, caller, epoch, of(verdicts, Disposition.HAND_OUT), maxRuns));
   }
 
   /**
@@ -315,23 +313,7 @@ public class ClaimService {
                       verdicts ->
                           deferrals
                               .resolve(conn, epoch.id(), due)
-                              .chain(
-                                  () ->
-                                      ledger.record(
-                                          conn,
-                                          epoch,
-                                          of(verdicts, Disposition.SKIP),
-                                          "skipped",
-                                          null))
-                              .chain(
-                                  () ->
-                                      handOut(
-                                          conn,
-                                          source,
-                                          caller,
-                                          epoch,
-                                          of(verdicts, Disposition.HAND_OUT),
-                                          maxRuns)));
+                              .chain(() -> apply(conn, source, caller, epoch, verdicts, maxRuns)));
             });
   }
 

@@ -265,11 +265,7 @@ class TakeoverTest extends ApiTestBase {
         Db.column(
             "SELECT coalesce(locked_by, '-') FROM graphile_worker._private_jobs"
                 + " WHERE id = ANY(?::bigint[]) ORDER BY id",
-            jobs.stream()
-                .map(String::valueOf)
-                .reduce((a, b) -> a + "," + b)
-                .map(s -> "{" + s + "}")
-                .get()));
+            pgArray(jobs)));
     assertEquals(runAtBefore, runAts(jobs), "no job was re-timed");
     assertEquals(
         Set.of(run),
@@ -283,12 +279,12 @@ class TakeoverTest extends ApiTestBase {
             "SELECT count(*) FROM rollcall.ledger WHERE instance_id = ? AND outcome = 'lock-released'",
             victim.id()));
     Db.update(
-        "DELETE FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])",
-        jobs.stream()
-            .map(String::valueOf)
-            .reduce((a, b) -> a + "," + b)
-            .map(s -> "{" + s + "}")
-            .get());
+        "DELETE FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])", pgArray(jobs));
+  }
+
+  /** A PostgreSQL array literal of job ids. */
+  static String pgArray(List<Long> ids) {
+    return "{" + String.join(",", ids.stream().map(String::valueOf).toList()) + "}";
   }
 
   static String runAts(List<Long> jobs) {
@@ -297,10 +293,6 @@ class TakeoverTest extends ApiTestBase {
         Db.column(
             "SELECT run_at::text FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])"
                 + " ORDER BY id",
-            jobs.stream()
-                .map(String::valueOf)
-                .reduce((a, b) -> a + "," + b)
-                .map(s -> "{" + s + "}")
-                .get()));
+            pgArray(jobs)));
   }
 }
