@@ -12,6 +12,7 @@ import dev.rollcall.source.ScannedRun;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
 import java.util.List;
@@ -87,7 +88,16 @@ public class ClaimService {
     return pool.withTransaction(
         conn ->
             InstanceService.requireLive(conn, caller.instanceId())
-                .chain(() -> bootEpoch(conn, source, caller))
+                .chain(() -> bootRecoveryOn(conn, caller.namespace()))
+                .chain(
+                    on ->
+                        on
+                            ? bootEpoch(conn, source, caller).map(Optional::of)
+                            // Switched off by an operator: the deploy's pass is not served
+                            // (nor created); shared work (takeovers, sweeps) still is.
+                            : epochs
+                                .findBoot(conn, caller.namespace(), caller.deploymentId())
+                                .map(found -> found.map(Epoch::closedView)))
                 .chain(
                     boot ->
                         epochs
@@ -95,7 +105,7 @@ public class ClaimService {
                             .chain(
                                 shared -> {
                                   List<Epoch> order = new ArrayList<>(shared);
-                                  order.add(boot);
+                                  boot.ifPresent(order::add);
                                   return serveInOrder(
                                       conn,
                                       source,
@@ -104,8 +114,15 @@ public class ClaimService {
                                       0,
                                       maxRuns,
                                       Optional.empty(),
-                                      boot);
+                                      boot.map(Epoch::id).orElse(null));
                                 })));
+  }
+
+  private Uni<Boolean> bootRecoveryOn(SqlClient conn, String namespace) {
+    return conn.preparedQuery(
+            "SELECT boot_recovery FROM rollcall.namespace_settings WHERE namespace = $1")
+        .execute(Tuple.of(namespace))
+        .map(rows -> rows.size() == 0 || rows.iterator().next().getBoolean("boot_recovery"));
   }
 
   private Uni<ClaimResult> serveInOrder(
@@ -116,13 +133,13 @@ public class ClaimService {
       int index,
       int maxRuns,
       Optional<Long> waitMs,
-      Epoch boot) {
+      Long bootEpochId) {
     if (index == order.size()) {
       return Uni.createFrom()
           .item(
               waitMs
                   .<ClaimResult>map(ms -> new ClaimResult.Wait(waitHint(ms)))
-                  .orElse(new ClaimResult.Done(boot.id())));
+                  .orElse(new ClaimResult.Done(bootEpochId)));
     }
     return serve(conn, source, caller, order.get(index), maxRuns)
         .chain(
@@ -134,7 +151,8 @@ public class ClaimService {
                   served.waitMs().isEmpty()
                       ? waitMs
                       : Optional.of(Math.min(served.waitMs().get(), waitMs.orElse(Long.MAX_VALUE)));
-              return serveInOrder(conn, source, caller, order, index + 1, maxRuns, wait, boot);
+              return serveInOrder(
+                  conn, source, caller, order, index + 1, maxRuns, wait, bootEpochId);
             });
   }
 
