@@ -3,6 +3,7 @@ package dev.rollcall.recovery;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems.SourceUnavailable;
+import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InstanceService;
@@ -14,10 +15,12 @@ import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.stream.Collectors;
 
 /**
  * Decides claims. One claim is one transaction that serves the caller's epochs in order — the
@@ -47,6 +50,7 @@ public class ClaimService {
   private final Classifier classifier;
   private final Ledger ledger;
   private final RollcallConfig config;
+  private final RecoveryMetrics metrics;
 
   ClaimService(
       Pool pool,
@@ -56,7 +60,8 @@ public class ClaimService {
       Deferrals deferrals,
       Classifier classifier,
       Ledger ledger,
-      RollcallConfig config) {
+      RollcallConfig config,
+      RecoveryMetrics metrics) {
     this.pool = pool;
     this.sources = sources;
     this.epochs = epochs;
@@ -65,6 +70,7 @@ public class ClaimService {
     this.classifier = classifier;
     this.ledger = ledger;
     this.config = config;
+    this.metrics = metrics;
   }
 
   /** The result of serving one epoch: a batch, or nothing now (with a wait hint if it may come). */
@@ -84,6 +90,23 @@ public class ClaimService {
 
   /** Claims up to {@code maxRuns} runs for the caller. */
   public Uni<ClaimResult> claim(Caller caller, int maxRuns) {
+    long started = System.nanoTime();
+    return decide(caller, maxRuns)
+        .invoke(
+            result -> {
+              metrics.claim(caller.namespace(), Duration.ofNanos(System.nanoTime() - started));
+              if (result instanceof ClaimResult.Batch b) {
+                LeasedBatch batch = b.batch();
+                metrics.batch(caller.namespace(), batch.fence() > 1 ? "expired" : "leased");
+                batch.runs().stream()
+                    .collect(Collectors.groupingBy(r -> r.reason().wire(), Collectors.counting()))
+                    .forEach(
+                        (reason, n) -> metrics.runs(caller.namespace(), "handed-out", reason, n));
+              }
+            });
+  }
+
+  private Uni<ClaimResult> decide(Caller caller, int maxRuns) {
     RunSource source = sources.get(caller.namespace());
     return pool.withTransaction(
         conn ->
@@ -277,12 +300,20 @@ public class ClaimService {
       Epoch epoch,
       List<Verdict> verdicts,
       int maxRuns) {
+    count(epoch.namespace(), "deferred", of(verdicts, Disposition.DEFER));
+    count(epoch.namespace(), "skipped", of(verdicts, Disposition.SKIP));
     return deferrals
         .defer(conn, epoch, of(verdicts, Disposition.DEFER))
         .chain(() -> ledger.record(conn, epoch, of(verdicts, Disposition.SKIP), "skipped", null))
         .chain(
             () ->
                 handOut(conn, source, caller, epoch, of(verdicts, Disposition.HAND_OUT), maxRuns));
+  }
+
+  private void count(String namespace, String verdict, List<Verdict> verdicts) {
+    verdicts.stream()
+        .collect(Collectors.groupingBy(v -> v.reason().wire(), Collectors.counting()))
+        .forEach((reason, n) -> metrics.runs(namespace, verdict, reason, n));
   }
 
   /**
@@ -368,7 +399,11 @@ public class ClaimService {
       return maxRuns;
     }
     long budget = config.sweep().maxRunsPerSecond() * Math.max(1, epoch.ageMs()) / 1000;
-    return (int) Math.max(0, Math.min(maxRuns, budget - epoch.runsScanned()));
+    int allowed = (int) Math.max(0, Math.min(maxRuns, budget - epoch.runsScanned()));
+    if (allowed < maxRuns) {
+      metrics.sweepRateLimited(epoch.namespace());
+    }
+    return allowed;
   }
 
   private static List<Verdict> of(List<Verdict> verdicts, Disposition disposition) {
