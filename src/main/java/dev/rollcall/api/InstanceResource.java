@@ -33,11 +33,17 @@ public class InstanceResource {
   private final InstanceService instances;
   private final Departures departures;
   private final RollcallConfig config;
+  private final RateLimiter limiter;
 
-  InstanceResource(InstanceService instances, Departures departures, RollcallConfig config) {
+  InstanceResource(
+      InstanceService instances,
+      Departures departures,
+      RollcallConfig config,
+      RateLimiter limiter) {
     this.instances = instances;
     this.departures = departures;
     this.config = config;
+    this.limiter = limiter;
   }
 
   /** Registers an instance with its namespace's registration secret. */
@@ -75,6 +81,7 @@ public class InstanceResource {
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
+        .invoke(caller -> limiter.heartbeat(caller.instanceId()))
         .chain(caller -> instances.heartbeat(caller, inFlight))
         .map(h -> new HeartbeatResponse(h.leaseExpiresAt(), h.recoveryPending()));
   }
