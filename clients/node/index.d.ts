@@ -82,7 +82,7 @@ export interface RecoveryOptionsBase {
   registerDeadlineMs?: number;
   /** Runs per batch asked for (1..5000); the service's default (500) when unset. */
   maxRuns?: number;
-  /** Deadline of one HTTP request. Default 10 000 (heartbeats: at most the lease TTL). */
+  /** Deadline of one HTTP request. Default 10 000 (heartbeats: at most twice the heartbeat interval). */
   requestTimeoutMs?: number;
   /** How long `stop()` waits for the batch in hand. Default 10 000. */
   stopTimeoutMs?: number;

@@ -61,6 +61,7 @@ export class RecoveryClient {
   #session = null;
   #claiming = null;
   #claimAgain = false;
+  #claimingSession = null;
   #stopping = false;
   #stopPromise = null;
   #wake = new AbortController();
@@ -317,7 +318,8 @@ export class RecoveryClient {
     session.beating = true;
     const sentAt = now();
     try {
-      const timeout = Math.min(this.#o.requestTimeoutMs, session.leaseTtlMs);
+      // Bounded so that one lost request costs at most one skipped beat, not the lease.
+      const timeout = Math.min(this.#o.requestTimeoutMs, session.leaseTtlMs, 2 * session.heartbeatIntervalMs);
       const answer = await this.#api.heartbeat(session.token, session.instanceId, this.#inFlightSet(), timeout);
       if (session.closed) return; // fenced meanwhile: the app was told; stay fenced
       session.leaseDeadline = sentAt + session.leaseTtlMs;
@@ -396,12 +398,13 @@ export class RecoveryClient {
   #claim(why) {
     if (this.#stopping) return;
     if (this.#claiming) {
-      // One loop at a time; look again when it ends (it may belong to a fenced session).
-      this.#claimAgain = true;
+      // One loop at a time. A loop of a fenced session ends soon: the new session claims then.
+      if (this.#claimingSession !== this.#session) this.#claimAgain = true;
       return;
     }
     const session = this.#session;
     if (!session || session.closed) return;
+    this.#claimingSession = session;
     this.#claiming = this.#claimUntilDone(session, why)
       .catch((error) => this.#log.error('claim loop failed', { error }))
       .finally(() => {

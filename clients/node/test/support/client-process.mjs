@@ -32,6 +32,7 @@ if (config.waitForGo) {
   out('ready', {});
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) if (line.trim() === 'go') break;
+  process.stdin.destroy(); // an open stdin would keep this process alive after it is done
 }
 
 const started = performance.now();
