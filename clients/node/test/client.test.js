@@ -335,3 +335,34 @@ test('the default logger writes one JSON object per line', async () => {
   assert.equal(registered.instanceId, '00000000-0000-0000-0000-000000000001');
   assert.ok(parsed.some((l) => l.msg === 'left rollcall'));
 });
+
+test('handleSignals: SIGTERM leaves with the in-flight set, then the process ends as SIGTERM would', async () => {
+  const fake = await fakeRollcall({});
+  const { spawnNode } = await import('./support/processes.js');
+  const { writeFileSync, mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const dir = mkdtempSync(join(tmpdir(), 'rollcall-sigterm-'));
+  const script = join(dir, 'app.mjs');
+  writeFileSync(
+    script,
+    `import { startRecovery } from ${JSON.stringify(new URL('../src/index.js', import.meta.url).href)};
+     const client = startRecovery({ url: ${JSON.stringify(fake.url)}, namespace: 'app', registrationSecret: 's',
+       deploymentId: 'd1', enqueue: async () => {}, logger: false, handleSignals: 'SIGTERM' });
+     client.tracker.begin('wrun_sig');
+     await client.recovered;
+     process.stdout.write(JSON.stringify({ event: 'ready' }) + '\\n');
+     setInterval(() => {}, 1000); // a server would keep running`,
+  );
+  try {
+    const app = spawnNode(script, { timeoutMs: 20_000 });
+    await app.waitFor('ready', 10_000);
+    app.kill('SIGTERM');
+    const { signal } = await app.exited;
+    assert.equal(signal, 'SIGTERM');
+    const [leave] = fake.of('leave');
+    assert.deepEqual(leave.body, { inFlight: ['wrun_sig'] });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
