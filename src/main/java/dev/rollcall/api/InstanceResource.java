@@ -59,7 +59,8 @@ public class InstanceResource {
             Requests.text(body.namespace(), "namespace"),
             Requests.text(body.deploymentId(), "deploymentId"),
             Requests.text(body.name(), "name"),
-            Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS))
+            Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS),
+            inFlight(body.inFlight()))
         .map(
             r ->
                 new RegisterResponse(
