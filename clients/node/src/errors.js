@@ -36,9 +36,9 @@ export class RollcallError extends Error {
     return this.type.startsWith(PROBLEM_PREFIX) ? this.type.slice(PROBLEM_PREFIX.length) : this.type;
   }
 
-  /** True for what is worth retrying with backoff: no answer at all, or a 5xx. */
+  /** True for what is worth retrying with backoff: no answer at all, a 429 (rate limited), or a 5xx. */
   get retryable() {
-    return this.status === 0 || this.status >= 500;
+    return this.status === 0 || this.status === 429 || this.status >= 500;
   }
 
   /** True when the instance is no longer live and must register again as a new one. */

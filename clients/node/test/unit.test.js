@@ -91,6 +91,7 @@ test('RollcallError: slug, retryable, gone', () => {
   assert.match(e.message, /complete: 409 urn:rollcall:problem:stale-fence \(d\)/);
   assert.equal(new RollcallError({ type: 'urn:rollcall:client:unreachable', status: 0 }).retryable, true);
   assert.equal(new RollcallError({ type: 'x', status: 503 }).retryable, true);
+  assert.equal(new RollcallError({ type: 'urn:rollcall:problem:rate-limited', status: 429 }).retryable, true);
   assert.equal(new RollcallError({ type: 'x', status: 410 }).gone, true);
 });
 

@@ -107,7 +107,7 @@ public interface RollcallConfig {
   /** Rate limits. */
   interface RateLimit {
     /** Claims one instance may make per second (bursts of twice as many); {@code 0} disables. */
-    @WithDefault("50")
+    @WithDefault("200")
     int claimsPerSecond();
 
     /**
