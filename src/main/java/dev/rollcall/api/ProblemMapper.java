@@ -35,6 +35,8 @@ public class ProblemMapper {
           Problems.UnknownNamespace.class, 404,
           Problems.BatchNotFound.class, 404,
           Problems.StaleFence.class, 409,
+          Problems.Conflict.class, 409,
+          Problems.NotFound.class, 404,
           Problems.InstanceGone.class, 410,
           Problems.SourceUnavailable.class, 503);
 

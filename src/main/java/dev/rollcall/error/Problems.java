@@ -158,4 +158,38 @@ public final class Problems {
       return "Run source unavailable";
     }
   }
+
+  /** A request that contradicts the current state (a pass already open, an instance not live). */
+  public static final class Conflict extends DomainException {
+    public Conflict(String detail) {
+      super(detail);
+    }
+
+    @Override
+    public String slug() {
+      return "conflict";
+    }
+
+    @Override
+    public String title() {
+      return "Conflicts with the current state";
+    }
+  }
+
+  /** An admin lookup of something that does not exist. */
+  public static final class NotFound extends DomainException {
+    public NotFound(String what) {
+      super(what + " does not exist");
+    }
+
+    @Override
+    public String slug() {
+      return "not-found";
+    }
+
+    @Override
+    public String title() {
+      return "Not found";
+    }
+  }
 }

@@ -9,6 +9,9 @@ public sealed interface ClaimResult {
   /** Other claimers hold the remaining batches; ask again after this long. */
   record Wait(long retryAfterMs) implements ClaimResult {}
 
-  /** Nothing left for this instance; {@code epochId} is its deploy's boot epoch. */
-  record Done(long epochId) implements ClaimResult {}
+  /**
+   * Nothing left for this instance; {@code epochId} is its deploy's boot epoch (null when boot
+   * recovery of the namespace is switched off and the deploy has none).
+   */
+  record Done(Long epochId) implements ClaimResult {}
 }

@@ -3,6 +3,7 @@ package dev.rollcall.recovery;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems.SourceUnavailable;
+import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InstanceService;
@@ -12,11 +13,14 @@ import dev.rollcall.source.ScannedRun;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.stream.Collectors;
 
 /**
  * Decides claims. One claim is one transaction that serves the caller's epochs in order — the
@@ -46,6 +50,7 @@ public class ClaimService {
   private final Classifier classifier;
   private final Ledger ledger;
   private final RollcallConfig config;
+  private final RecoveryMetrics metrics;
 
   ClaimService(
       Pool pool,
@@ -55,7 +60,8 @@ public class ClaimService {
       Deferrals deferrals,
       Classifier classifier,
       Ledger ledger,
-      RollcallConfig config) {
+      RollcallConfig config,
+      RecoveryMetrics metrics) {
     this.pool = pool;
     this.sources = sources;
     this.epochs = epochs;
@@ -64,6 +70,7 @@ public class ClaimService {
     this.classifier = classifier;
     this.ledger = ledger;
     this.config = config;
+    this.metrics = metrics;
   }
 
   /** The result of serving one epoch: a batch, or nothing now (with a wait hint if it may come). */
@@ -83,11 +90,37 @@ public class ClaimService {
 
   /** Claims up to {@code maxRuns} runs for the caller. */
   public Uni<ClaimResult> claim(Caller caller, int maxRuns) {
+    long started = System.nanoTime();
+    return decide(caller, maxRuns)
+        .invoke(
+            result -> {
+              metrics.claim(caller.namespace(), Duration.ofNanos(System.nanoTime() - started));
+              if (result instanceof ClaimResult.Batch b) {
+                LeasedBatch batch = b.batch();
+                metrics.batch(caller.namespace(), batch.fence() > 1 ? "expired" : "leased");
+                batch.runs().stream()
+                    .collect(Collectors.groupingBy(r -> r.reason().wire(), Collectors.counting()))
+                    .forEach(
+                        (reason, n) -> metrics.runs(caller.namespace(), "handed-out", reason, n));
+              }
+            });
+  }
+
+  private Uni<ClaimResult> decide(Caller caller, int maxRuns) {
     RunSource source = sources.get(caller.namespace());
     return pool.withTransaction(
         conn ->
             InstanceService.requireLive(conn, caller.instanceId())
-                .chain(() -> bootEpoch(conn, source, caller))
+                .chain(() -> bootRecoveryOn(conn, caller.namespace()))
+                .chain(
+                    on ->
+                        on
+                            ? bootEpoch(conn, source, caller).map(Optional::of)
+                            // Switched off by an operator: the deploy's pass is not served
+                            // (nor created); shared work (takeovers, sweeps) still is.
+                            : epochs
+                                .findBoot(conn, caller.namespace(), caller.deploymentId())
+                                .map(found -> found.map(Epoch::closedView)))
                 .chain(
                     boot ->
                         epochs
@@ -95,7 +128,7 @@ public class ClaimService {
                             .chain(
                                 shared -> {
                                   List<Epoch> order = new ArrayList<>(shared);
-                                  order.add(boot);
+                                  boot.ifPresent(order::add);
                                   return serveInOrder(
                                       conn,
                                       source,
@@ -104,8 +137,15 @@ public class ClaimService {
                                       0,
                                       maxRuns,
                                       Optional.empty(),
-                                      boot);
+                                      boot.map(Epoch::id).orElse(null));
                                 })));
+  }
+
+  private Uni<Boolean> bootRecoveryOn(SqlClient conn, String namespace) {
+    return conn.preparedQuery(
+            "SELECT boot_recovery FROM rollcall.namespace_settings WHERE namespace = $1")
+        .execute(Tuple.of(namespace))
+        .map(rows -> rows.size() == 0 || rows.iterator().next().getBoolean("boot_recovery"));
   }
 
   private Uni<ClaimResult> serveInOrder(
@@ -116,13 +156,13 @@ public class ClaimService {
       int index,
       int maxRuns,
       Optional<Long> waitMs,
-      Epoch boot) {
+      Long bootEpochId) {
     if (index == order.size()) {
       return Uni.createFrom()
           .item(
               waitMs
                   .<ClaimResult>map(ms -> new ClaimResult.Wait(waitHint(ms)))
-                  .orElse(new ClaimResult.Done(boot.id())));
+                  .orElse(new ClaimResult.Done(bootEpochId)));
     }
     return serve(conn, source, caller, order.get(index), maxRuns)
         .chain(
@@ -134,7 +174,8 @@ public class ClaimService {
                   served.waitMs().isEmpty()
                       ? waitMs
                       : Optional.of(Math.min(served.waitMs().get(), waitMs.orElse(Long.MAX_VALUE)));
-              return serveInOrder(conn, source, caller, order, index + 1, maxRuns, wait, boot);
+              return serveInOrder(
+                  conn, source, caller, order, index + 1, maxRuns, wait, bootEpochId);
             });
   }
 
@@ -259,12 +300,20 @@ public class ClaimService {
       Epoch epoch,
       List<Verdict> verdicts,
       int maxRuns) {
+    count(epoch.namespace(), "deferred", of(verdicts, Disposition.DEFER));
+    count(epoch.namespace(), "skipped", of(verdicts, Disposition.SKIP));
     return deferrals
         .defer(conn, epoch, of(verdicts, Disposition.DEFER))
         .chain(() -> ledger.record(conn, epoch, of(verdicts, Disposition.SKIP), "skipped", null))
         .chain(
             () ->
                 handOut(conn, source, caller, epoch, of(verdicts, Disposition.HAND_OUT), maxRuns));
+  }
+
+  private void count(String namespace, String verdict, List<Verdict> verdicts) {
+    verdicts.stream()
+        .collect(Collectors.groupingBy(v -> v.reason().wire(), Collectors.counting()))
+        .forEach((reason, n) -> metrics.runs(namespace, verdict, reason, n));
   }
 
   /**
@@ -350,7 +399,11 @@ public class ClaimService {
       return maxRuns;
     }
     long budget = config.sweep().maxRunsPerSecond() * Math.max(1, epoch.ageMs()) / 1000;
-    return (int) Math.max(0, Math.min(maxRuns, budget - epoch.runsScanned()));
+    int allowed = (int) Math.max(0, Math.min(maxRuns, budget - epoch.runsScanned()));
+    if (allowed < maxRuns) {
+      metrics.sweepRateLimited(epoch.namespace());
+    }
+    return allowed;
   }
 
   private static List<Verdict> of(List<Verdict> verdicts, Disposition disposition) {

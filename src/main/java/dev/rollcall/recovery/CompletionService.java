@@ -5,6 +5,7 @@ import dev.rollcall.error.Problems.BatchNotFound;
 import dev.rollcall.error.Problems.Forbidden;
 import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.error.Problems.StaleFence;
+import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InstanceService;
 import io.smallrye.mutiny.Uni;
@@ -32,11 +33,13 @@ public class CompletionService {
   private final Pool pool;
   private final Epochs epochs;
   private final RollcallConfig config;
+  private final RecoveryMetrics metrics;
 
-  CompletionService(Pool pool, Epochs epochs, RollcallConfig config) {
+  CompletionService(Pool pool, Epochs epochs, RollcallConfig config, RecoveryMetrics metrics) {
     this.pool = pool;
     this.epochs = epochs;
     this.config = config;
+    this.metrics = metrics;
   }
 
   /** What a complete did. */
@@ -55,6 +58,12 @@ public class CompletionService {
   /** Completes a batch: its runs are enqueued, except {@code failedRunIds}, handed out again. */
   public Uni<Completion> complete(Caller caller, long batchId, int fence, List<String> failed) {
     Set<String> failedIds = new LinkedHashSet<>(failed);
+    return decide(caller, batchId, fence, failedIds)
+        .onFailure(StaleFence.class)
+        .invoke(e -> metrics.batch(caller.namespace(), "refused"));
+  }
+
+  private Uni<Completion> decide(Caller caller, long batchId, int fence, Set<String> failedIds) {
     return pool.withTransaction(
         conn ->
             InstanceService.requireLive(conn, caller.instanceId())

@@ -27,6 +27,11 @@ public record Epoch(
         id, namespace, kind, open, snapshot, newCursor, done, runsScanned + scanned, ageMs);
   }
 
+  /** This epoch as if it were closed: nothing of it is served. */
+  Epoch closedView() {
+    return new Epoch(id, namespace, kind, false, snapshot, cursor, scanDone, runsScanned, ageMs);
+  }
+
   static Epoch from(Row row) {
     return new Epoch(
         row.getLong("id"),

@@ -5,6 +5,7 @@ import dev.rollcall.error.Problems.Forbidden;
 import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.error.Problems.Unauthorized;
 import dev.rollcall.error.Problems.UnknownNamespace;
+import dev.rollcall.metrics.RecoveryMetrics;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -32,11 +33,13 @@ public class InstanceService {
   private final Pool pool;
   private final Ownership ownership;
   private final RollcallConfig config;
+  private final RecoveryMetrics metrics;
 
-  InstanceService(Pool pool, Ownership ownership, RollcallConfig config) {
+  InstanceService(Pool pool, Ownership ownership, RollcallConfig config, RecoveryMetrics metrics) {
     this.pool = pool;
     this.ownership = ownership;
     this.config = config;
+    this.metrics = metrics;
   }
 
   /** Registers a new instance after checking the namespace's registration secret. */
@@ -126,6 +129,15 @@ public class InstanceService {
    * heartbeat path stays two statements at most.
    */
   public Uni<Heartbeat> heartbeat(Caller caller, Optional<List<String>> inFlight) {
+    long started = System.nanoTime();
+    return renew(caller, inFlight)
+        .invoke(
+            beat ->
+                metrics.heartbeat(
+                    caller.namespace(), java.time.Duration.ofNanos(System.nanoTime() - started)));
+  }
+
+  private Uni<Heartbeat> renew(Caller caller, Optional<List<String>> inFlight) {
     return pool.withTransaction(
         conn ->
             conn.preparedQuery(

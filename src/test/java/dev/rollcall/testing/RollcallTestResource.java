@@ -13,6 +13,9 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
 
   private static final Logger LOG = Logger.getLogger(RollcallTestResource.class);
 
+  /** The admin token of the service under test. */
+  public static final String ADMIN_TOKEN = "admin-token-for-tests";
+
   private static volatile TestDatabase database;
 
   /** The database the running service uses. */
@@ -33,6 +36,7 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     // Tests drive the reaper one pass at a time (Reaper.runOnce).
     config.put("rollcall.reaper-interval", "off");
     config.put("rollcall.sweep.interval", "off");
+    config.put("rollcall.admin.token", ADMIN_TOKEN);
     // Low enough that a test can see the rate bound act.
     config.put("rollcall.sweep.max-runs-per-second", "50");
     return config;

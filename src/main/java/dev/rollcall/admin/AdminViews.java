@@ -1,0 +1,128 @@
+package dev.rollcall.admin;
+
+import com.fasterxml.jackson.annotation.JsonInclude;
+import java.time.OffsetDateTime;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+
+/** What the admin API shows. */
+public final class AdminViews {
+
+  private AdminViews() {}
+
+  /** A page of a list, with the cursor of the next page (null on the last). */
+  public record Page<T>(List<T> items, String nextCursor) {}
+
+  /** A namespace and how its recovery stands. */
+  public record NamespaceView(
+      String name,
+      String sourceKind,
+      String source,
+      boolean bootRecovery,
+      Map<String, Long> instances,
+      long openEpochs,
+      BootEpochRef lastBootEpoch) {}
+
+  /** The latest boot epoch of a namespace. */
+  public record BootEpochRef(
+      long id,
+      String deploymentId,
+      String state,
+      OffsetDateTime createdAt,
+      OffsetDateTime closedAt) {}
+
+  /** An instance. */
+  public record InstanceView(
+      UUID id,
+      String namespace,
+      String deploymentId,
+      String name,
+      String state,
+      OffsetDateTime registeredAt,
+      OffsetDateTime lastHeartbeatAt,
+      OffsetDateTime leaseExpiresAt,
+      OffsetDateTime endedAt,
+      String endReason,
+      long inFlight,
+      List<String> workerIds) {}
+
+  /** An epoch and its progress. */
+  @JsonInclude(JsonInclude.Include.ALWAYS)
+  public record EpochView(
+      long id,
+      String namespace,
+      String kind,
+      String state,
+      String closeReason,
+      String deploymentId,
+      UUID subjectInstanceId,
+      OffsetDateTime createdAt,
+      OffsetDateTime closedAt,
+      long durationMs,
+      boolean scanDone,
+      long runsScanned,
+      RunCounts runs,
+      Map<String, Long> handedOutByReason,
+      Map<String, Long> skippedByReason,
+      BatchCounts batches,
+      List<Claimer> claimers) {}
+
+  /** Runs of an epoch by what became of them (distinct runs). */
+  public record RunCounts(
+      long handedOut,
+      long enqueued,
+      long failed,
+      long deferred,
+      long skipped,
+      long pendingRecheck) {}
+
+  /** Batches of an epoch by state; {@code expired} counts leases that ran out. */
+  public record BatchCounts(
+      long total, long ready, long leased, long completed, long abandoned, long expired) {}
+
+  /** An instance that claimed work of an epoch. */
+  public record Claimer(UUID instanceId, long batches, long runs) {}
+
+  /** A batch. */
+  public record BatchView(
+      long id,
+      String state,
+      int fence,
+      int attempts,
+      UUID claimerId,
+      OffsetDateTime leaseExpiresAt,
+      int runCount,
+      OffsetDateTime createdAt,
+      OffsetDateTime completedAt,
+      Long retryOf) {}
+
+  /** The ledger of one run. */
+  public record RunLedger(String runId, String namespace, Owner owner, List<LedgerEntry> ledger) {}
+
+  /** Who runs a run right now. */
+  public record Owner(UUID instanceId, OffsetDateTime since) {}
+
+  /** One ledger row. */
+  public record LedgerEntry(
+      long id,
+      long epochId,
+      String epochKind,
+      Long batchId,
+      Integer fence,
+      UUID instanceId,
+      String reason,
+      String outcome,
+      String detail,
+      OffsetDateTime recordedAt,
+      OffsetDateTime resolvedAt) {}
+
+  /** {@code POST /admin/epochs}. */
+  public record StartEpoch(String namespace, String kind) {}
+
+  /** {@code PUT /admin/namespaces/{ns}/recovery}. */
+  public record RecoverySwitch(Boolean bootRecovery) {}
+
+  /** The answer to an eviction. */
+  public record Evicted(UUID instanceId, String state, Long takeoverEpochId) {}
+}

@@ -1,0 +1,73 @@
+package dev.rollcall.metrics;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
+
+/**
+ * The counters and timers of recovery, named once. Gauges read from the database live in {@link
+ * StateGauges}. Prometheus names: {@code rollcall_runs_total{namespace,verdict,reason}}, {@code
+ * rollcall_batches_total{namespace,event}}, {@code rollcall_claim_seconds}, {@code
+ * rollcall_heartbeat_seconds}, {@code rollcall_sweep_rate_limited_total}.
+ */
+@ApplicationScoped
+public class RecoveryMetrics {
+
+  private final MeterRegistry registry;
+
+  RecoveryMetrics(MeterRegistry registry) {
+    this.registry = registry;
+  }
+
+  /** Runs given a verdict: {@code handed-out}, {@code deferred} or {@code skipped}, by reason. */
+  public void runs(String namespace, String verdict, String reason, long count) {
+    if (count > 0) {
+      Counter.builder("rollcall.runs")
+          .description("Runs by verdict and reason")
+          .tag("namespace", namespace)
+          .tag("verdict", verdict)
+          .tag("reason", reason)
+          .register(registry)
+          .increment(count);
+    }
+  }
+
+  /** A batch event: {@code leased}, {@code expired} (re-leased), {@code refused} (stale fence). */
+  public void batch(String namespace, String event) {
+    Counter.builder("rollcall.batches")
+        .description("Batches leased, re-leased after their lease expired, and refused completes")
+        .tag("namespace", namespace)
+        .tag("event", event)
+        .register(registry)
+        .increment();
+  }
+
+  /** A claim's latency. */
+  public void claim(String namespace, Duration took) {
+    timer("rollcall.claim", "Claim latency", namespace).record(took);
+  }
+
+  /** A heartbeat's latency. */
+  public void heartbeat(String namespace, Duration took) {
+    timer("rollcall.heartbeat", "Heartbeat latency", namespace).record(took);
+  }
+
+  /** A sweep claim cut short by the sweep's rate bound. */
+  public void sweepRateLimited(String namespace) {
+    Counter.builder("rollcall.sweep.rate.limited")
+        .description("Sweep claims cut short by rollcall.sweep.max-runs-per-second")
+        .tag("namespace", namespace)
+        .register(registry)
+        .increment();
+  }
+
+  private Timer timer(String name, String description, String namespace) {
+    return Timer.builder(name)
+        .description(description)
+        .tag("namespace", namespace)
+        .publishPercentileHistogram()
+        .register(registry);
+  }
+}

@@ -1,0 +1,128 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.error.Problems.Conflict;
+import dev.rollcall.error.Problems.NotFound;
+import dev.rollcall.source.RunSource;
+import dev.rollcall.source.RunSources;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import org.jboss.logging.Logger;
+
+/**
+ * What an operator may do to recovery: start a manual pass, evict an instance (declare it dead
+ * now), and switch a namespace's boot recovery off and on.
+ */
+@ApplicationScoped
+public class OperatorActions {
+
+  private static final Logger LOG = Logger.getLogger(OperatorActions.class);
+
+  private final Pool pool;
+  private final RunSources sources;
+  private final Takeovers takeovers;
+
+  OperatorActions(Pool pool, RunSources sources, Takeovers takeovers) {
+    this.pool = pool;
+    this.sources = sources;
+    this.takeovers = takeovers;
+  }
+
+  /**
+   * Opens a {@code manual} pass over the namespace's active runs, classified like a boot pass and
+   * served to every live instance of the namespace. One at a time per namespace.
+   */
+  public Uni<Long> startManual(String namespace) {
+    RunSource source = sources.get(namespace);
+    return pool.withTransaction(
+        conn ->
+            conn.preparedQuery("SELECT pg_advisory_xact_lock(hashtext('rollcall.manual.' || $1))")
+                .execute(Tuple.of(namespace))
+                .chain(() -> source.snapshot(conn))
+                .chain(
+                    snapshot ->
+                        conn.preparedQuery(
+                                "INSERT INTO rollcall.epochs (namespace, kind, snapshot_max_id,"
+                                    + " snapshot_at) SELECT $1, 'manual', $2, $3"
+                                    + " WHERE NOT EXISTS (SELECT 1 FROM rollcall.epochs"
+                                    + "   WHERE namespace = $1 AND kind = 'manual'"
+                                    + "   AND state = 'open') RETURNING id")
+                            .execute(Tuple.of(namespace, snapshot.maxRunId(), snapshot.takenAt())))
+                .chain(
+                    rows -> {
+                      if (rows.size() == 0) {
+                        throw new Conflict(
+                            "a manual pass of namespace '" + namespace + "' is already open");
+                      }
+                      long id = rows.iterator().next().getLong("id");
+                      LOG.infof("epoch %d opened: manual pass of namespace %s", id, namespace);
+                      return source.prepareEpoch(conn, id).replaceWith(id);
+                    }));
+  }
+
+  /** Declares a live instance dead now and opens its takeover; returns the takeover epoch. */
+  public Uni<Optional<Long>> evict(UUID instanceId) {
+    return pool.withTransaction(
+        conn ->
+            conn.preparedQuery(
+                    "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
+                        + " end_reason = 'evicted' WHERE id = $1 AND state = 'live'"
+                        + " RETURNING namespace, worker_ids")
+                .execute(Tuple.of(instanceId))
+                .chain(
+                    rows -> {
+                      if (rows.size() == 0) {
+                        return explainNotEvicted(conn, instanceId);
+                      }
+                      Row r = rows.iterator().next();
+                      LOG.infof("instance %s evicted by an operator", instanceId);
+                      return takeovers
+                          .open(
+                              conn,
+                              new Takeovers.Subject(
+                                  instanceId,
+                                  r.getString("namespace"),
+                                  List.of(r.getArrayOfStrings("worker_ids")),
+                                  null))
+                          .map(opened -> opened.map(Takeovers.Opened::epochId));
+                    }));
+  }
+
+  private Uni<Optional<Long>> explainNotEvicted(SqlClient conn, UUID instanceId) {
+    return conn.preparedQuery("SELECT state FROM rollcall.instances WHERE id = $1")
+        .execute(Tuple.of(instanceId))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                throw new NotFound("instance " + instanceId);
+              }
+              throw new Conflict(
+                  "instance "
+                      + instanceId
+                      + " is "
+                      + rows.iterator().next().getString("state")
+                      + ", not live");
+            });
+  }
+
+  /** Switches boot recovery of a namespace; while off, boot claims answer {@code done}. */
+  public Uni<Boolean> setBootRecovery(String namespace, boolean on) {
+    sources.get(namespace);
+    return pool.preparedQuery(
+            "INSERT INTO rollcall.namespace_settings (namespace, boot_recovery) VALUES ($1, $2)"
+                + " ON CONFLICT (namespace) DO UPDATE SET boot_recovery = $2, updated_at = now()"
+                + " RETURNING boot_recovery")
+        .execute(Tuple.of(namespace, on))
+        .map(rows -> rows.iterator().next().getBoolean("boot_recovery"))
+        .invoke(
+            v ->
+                LOG.infof(
+                    "boot recovery of namespace %s switched %s", namespace, v ? "on" : "off"));
+  }
+}

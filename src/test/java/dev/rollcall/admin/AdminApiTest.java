@@ -1,0 +1,223 @@
+package dev.rollcall.admin;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Batch;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.RollcallTestResource;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+@ServiceTest
+class AdminApiTest extends ApiTestBase {
+
+  static final String TOKEN = RollcallTestResource.ADMIN_TOKEN;
+
+  String deploy;
+
+  @BeforeEach
+  void freshDeploy() {
+    deploy = UUID.randomUUID().toString();
+  }
+
+  Api.Reply get(String path) {
+    return api.send("GET", path, TOKEN, null);
+  }
+
+  /** Runs a whole boot pass of the small namespace with two instances; returns its epoch. */
+  long bootPass() {
+    Instance a = api.register(SourceTables.SMALL, deploy, "a");
+    Instance b = api.register(SourceTables.SMALL, deploy, "b");
+    long epoch = -1;
+    boolean turn = false;
+    for (Batch batch; (batch = api.claimBatch((turn = !turn) ? a : b, 7)) != null; ) {
+      api.complete(turn ? a : b, batch, List.of()).expect(200);
+      epoch = batch.epochId();
+    }
+    return epoch;
+  }
+
+  @Test
+  void everyAdminCallNeedsTheAdminToken() {
+    for (String path : List.of("admin/namespaces", "admin/instances", "admin/epochs")) {
+      Api.Reply none = api.send("GET", path, null, null).expect(401);
+      assertEquals("urn:rollcall:problem:unauthorized", none.text("type"));
+      api.send("GET", path, "wrong", null).expect(403);
+      api.send("GET", path, SourceTables.secret(SourceTables.SMALL), null).expect(403);
+    }
+  }
+
+  @Test
+  void anEpochsProgressMatchesWhatWasHandedOut() {
+    long epoch = bootPass();
+
+    JsonNode view = get("admin/epochs/" + epoch).expect(200).body();
+
+    long active = Db.activeRuns(SourceTables.SMALL).size();
+    assertEquals("boot", view.get("kind").asText());
+    assertEquals("closed", view.get("state").asText());
+    assertEquals(active, view.get("runs").get("handedOut").asLong());
+    assertEquals(active, view.get("runs").get("enqueued").asLong());
+    assertEquals(active, view.get("runsScanned").asLong());
+    long batches = view.get("batches").get("completed").asLong();
+    assertEquals((active + 6) / 7, batches);
+    assertEquals(2, view.get("claimers").size());
+    long byReason = 0;
+    for (JsonNode n : view.get("handedOutByReason")) {
+      byReason += n.asLong();
+    }
+    assertEquals(active, byReason);
+    JsonNode page = get("admin/epochs/" + epoch + "/batches?limit=2").expect(200).body();
+    assertEquals(2, page.get("items").size());
+    assertNotNull(page.get("nextCursor").asText());
+  }
+
+  @Test
+  void listsArePagedInAStableOrder() {
+    for (int i = 0; i < 5; i++) {
+      api.register(SourceTables.GROWING, deploy, "paged-" + i);
+    }
+    Set<String> seen = new HashSet<>();
+    String cursor = null;
+    int pages = 0;
+    do {
+      JsonNode page =
+          get("admin/instances?namespace=growing&limit=2"
+                  + (cursor == null ? "" : "&cursor=" + cursor))
+              .expect(200)
+              .body();
+      page.get("items").forEach(i -> assertTrue(seen.add(i.get("id").asText()), "repeated"));
+      cursor = page.get("nextCursor").isNull() ? null : page.get("nextCursor").asText();
+      pages++;
+    } while (cursor != null && pages < 100);
+    assertEquals(
+        Db.number("SELECT count(*) FROM rollcall.instances WHERE namespace = 'growing'"),
+        seen.size());
+    get("admin/instances?cursor=not-a-cursor").expect(400);
+    get("admin/instances?limit=0").expect(400);
+    get("admin/epochs?kind=bogus").expect(400);
+  }
+
+  @Test
+  void namespacesShowInstancesAndTheLastBootEpoch() {
+    long epoch = bootPass();
+
+    JsonNode small = null;
+    for (JsonNode ns : get("admin/namespaces").expect(200).body().get("items")) {
+      if (ns.get("name").asText().equals(SourceTables.SMALL)) {
+        small = ns;
+      }
+    }
+    assertEquals(epoch, small.get("lastBootEpoch").get("id").asLong());
+    assertTrue(small.get("instances").get("live").asLong() >= 2);
+    assertTrue(small.get("bootRecovery").asBoolean());
+    assertEquals("table", small.get("sourceKind").asText());
+  }
+
+  @Test
+  void aRunsLedgerShowsEveryHandOutAndItsCurrentOwner() {
+    bootPass();
+    String run = Db.activeRuns(SourceTables.SMALL).iterator().next();
+    Instance owner = api.register(SourceTables.SMALL, deploy, "owner");
+    api.heartbeat(owner, List.of(run)).expect(200);
+
+    JsonNode ledger = get("admin/runs/" + run + "?namespace=small").expect(200).body();
+
+    assertEquals(owner.id().toString(), ledger.get("owner").get("instanceId").asText());
+    JsonNode last = ledger.get("ledger").get(ledger.get("ledger").size() - 1);
+    assertEquals("enqueued", last.get("outcome").asText());
+    assertEquals("boot", last.get("epochKind").asText());
+    get("admin/runs/" + run).expect(400);
+    api.heartbeat(owner, List.of()).expect(200);
+  }
+
+  @Test
+  void anOperatorStartsAManualPassThatInstancesServe() {
+    Instance a = api.register(SourceTables.SMALL, deploy, "a");
+    for (Batch b; (b = api.claimBatch(a, 5000)) != null; ) {
+      api.complete(a, b, List.of()).expect(200);
+    }
+
+    Api.Reply started =
+        api.post(
+                "admin/epochs",
+                TOKEN,
+                Api.JSON.createObjectNode().put("namespace", "small").put("kind", "manual"))
+            .expect(201);
+    api.post(
+            "admin/epochs",
+            TOKEN,
+            Api.JSON.createObjectNode().put("namespace", "small").put("kind", "manual"))
+        .expect(409);
+
+    assertEquals("manual", started.text("kind"));
+    Batch manual = api.claimBatch(a, 5000);
+    assertEquals("manual", manual.json().get("epochKind").asText());
+    api.complete(a, manual, List.of()).expect(200);
+    assertNull(api.claimBatch(a, 5000));
+    assertEquals(
+        "closed",
+        get("admin/epochs/" + started.body().get("id").asLong()).body().get("state").asText());
+  }
+
+  @Test
+  void evictingAnInstanceFencesItAndOpensItsTakeover() {
+    Instance victim = api.register(SourceTables.SMALL, deploy, "victim");
+    api.heartbeat(victim, List.of(Db.activeRuns(SourceTables.SMALL).iterator().next())).expect(200);
+
+    Api.Reply evicted =
+        api.post("admin/instances/" + victim.id() + "/evict", TOKEN, null).expect(200);
+
+    assertEquals("dead", evicted.text("state"));
+    long takeover = evicted.body().get("takeoverEpochId").asLong();
+    assertEquals("takeover", get("admin/epochs/" + takeover).body().get("kind").asText());
+    api.heartbeat(victim).expect(410);
+    api.post("admin/instances/" + victim.id() + "/evict", TOKEN, null).expect(409);
+    api.post("admin/instances/" + UUID.randomUUID() + "/evict", TOKEN, null).expect(404);
+    Instance peer = api.register(SourceTables.SMALL, deploy, "peer");
+    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
+      api.complete(peer, b, List.of()).expect(200);
+    }
+  }
+
+  @Test
+  void withBootRecoverySwitchedOffClaimsAreDoneAndNoPassStarts() {
+    Api.Reply off =
+        api.send("PUT", "admin/namespaces/growing/recovery", TOKEN, "{\"bootRecovery\":false}")
+            .expect(200);
+    assertEquals(false, off.body().get("bootRecovery").asBoolean());
+    try {
+      SourceTables.insertRuns(
+          RollcallTestResource.database(), SourceTables.GROWING, 900_000_000, 3, 0);
+      Instance a = api.register(SourceTables.GROWING, deploy, "a");
+
+      Api.Reply r = api.claim(a, 100).expect(200);
+
+      assertEquals("done", r.text("status"));
+      assertEquals(
+          0,
+          Db.number(
+              "SELECT count(*) FROM rollcall.epochs WHERE deployment_id = ? AND kind = 'boot'",
+              deploy));
+    } finally {
+      api.send("PUT", "admin/namespaces/growing/recovery", TOKEN, "{\"bootRecovery\":true}")
+          .expect(200);
+      Db.update("UPDATE " + SourceTables.table(SourceTables.GROWING) + " SET status = 'completed'");
+    }
+    api.send("PUT", "admin/namespaces/nope/recovery", TOKEN, "{\"bootRecovery\":true}").expect(404);
+    api.send("PUT", "admin/namespaces/growing/recovery", TOKEN, "{}").expect(400);
+  }
+}
