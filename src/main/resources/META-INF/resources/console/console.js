@@ -24,6 +24,7 @@
   let lastGood = null; // {at: Date, data}
   let serverSkewMs = 0; // server clock minus ours, from the Date header
   const openDetails = new Set(); // epoch ids whose batch list is unfolded
+  const instanceNames = new Map(); // instance id -> name, from the last refresh
   const batchCache = new Map(); // epoch id -> last batch list drawn, so a redraw does not flicker
 
   // ---------------------------------------------------------------------------------------------
@@ -185,7 +186,8 @@
     const [namespaces, open, closed, live, dead, left] = await Promise.all([
       list('namespaces'),
       list('epochs', { state: 'open' }),
-      list('epochs', { state: 'closed', limit: 50 }, 1),
+      // Lists come newest first: one short page is the last few closed passes.
+      list('epochs', { state: 'closed', limit: CLOSED_EPOCHS_SHOWN }, 1),
       list('instances', { state: 'live' }),
       list('instances', { state: 'dead', limit: ENDED_INSTANCES_SHOWN }, 1),
       list('instances', { state: 'left', limit: ENDED_INSTANCES_SHOWN }, 1),
@@ -215,7 +217,7 @@
       const data = await load();
       lastGood = { at: new Date(), data };
       render(data);
-      hideBanner();
+      if ($('banner').dataset.kind !== 'action') hideBanner();
       refreshSeq++;
       setStatus(`Live · updated ${lastGood.at.toLocaleTimeString()}`, 'ok');
     } catch (e) {
@@ -236,8 +238,9 @@
     }
     if (e.status === 401 || e.status === 403) {
       const what = e.status === 401 ? '401 Unauthorized' : '403 Forbidden';
+      const detail = e.problem && e.problem.detail ? `: ${e.problem.detail}` : '';
       signOut();
-      showBanner(`The service refused the admin token (${what}). Enter the token again.`, 'auth');
+      showBanner(`The service refused the admin token (${what}${detail}). Enter the token again.`, 'auth');
       return;
     }
     const stale = lastGood ? ` The figures below are from ${lastGood.at.toLocaleTimeString()}.` : '';
@@ -259,16 +262,33 @@
     el.className = `refresh ${kind || ''}`;
   }
 
-  function showBanner(text, kind) {
+  let bannerTimer = null;
+
+  /**
+   * An error over the page. A refresh that works clears an error of the refresh itself; the
+   * refusal of an operator's action stays until dismissed, or for 15 s.
+   */
+  function showBanner(text, kind = 'error') {
     const el = $('banner');
-    el.textContent = text;
-    el.dataset.kind = kind || 'error';
+    clearTimeout(bannerTimer);
+    el.dataset.kind = kind;
+    if (kind === 'action') {
+      el.replaceChildren(
+        h('span', {}, text),
+        h('button', { type: 'button', class: 'dismiss', 'aria-label': 'Dismiss', testid: 'banner-dismiss', onclick: hideBanner }, '×'),
+      );
+      bannerTimer = setTimeout(hideBanner, 15_000);
+    } else {
+      el.textContent = text;
+    }
     el.hidden = false;
   }
 
   function hideBanner() {
+    clearTimeout(bannerTimer);
     $('banner').hidden = true;
     $('banner').textContent = '';
+    delete $('banner').dataset.kind;
   }
 
   let noticeTimer = null;
@@ -284,7 +304,7 @@
   // Rendering
 
   function render(d) {
-    const names = new Map(); // instance id -> name, for claimers
+    const names = instanceNames;
     for (const i of [...d.live.items, ...d.dead.items, ...d.left.items]) names.set(i.id, i.name);
     renderNamespaces(d.namespaces.items);
     renderEpochs(d.open.items, d.closed.items, names);
@@ -376,8 +396,12 @@
     const done = (b.completed || 0) + (b.abandoned || 0);
     const total = b.total || 0;
     const pct = total ? Math.round((100 * done) / total) : e.state === 'closed' ? 100 : 0;
+    // While the scan still cuts batches the total is not known yet: the batches cut so far fill
+    // only part of the bar, and the striped rest stands for what the scan has not reached.
+    const scanning = e.state === 'open' && !e.scanDone;
+    const scale = scanning ? 0.8 : 1;
     const seg = (key, n) =>
-      n > 0 ? h('span', { class: `seg ${key}`, style: `width:${(100 * n) / total}%`, title: `${fmt(n)} ${key}` }) : null;
+      n > 0 ? h('span', { class: `seg ${key}`, style: `width:${(100 * scale * n) / total}%`, title: `${fmt(n)} ${key}` }) : null;
     const subject =
       e.kind === 'boot'
         ? ['deploy ', h('code', {}, e.deploymentId)]
@@ -385,7 +409,13 @@
           ? ['instance ', h('code', { title: e.subjectInstanceId }, names.get(e.subjectInstanceId) || short(e.subjectInstanceId))]
           : [];
     const elapsed = e.durationMs ?? (e.createdAt ? serverNow() - Date.parse(e.createdAt) : null);
-    const progressLabel = `${fmt(done)} of ${fmt(total)} batches done${e.scanDone ? '' : ', scan still cutting batches'}`;
+    const progressLabel = scanning
+      ? total
+        ? `${fmt(done)} of the ${fmt(total)} batches cut so far done; the scan goes on`
+        : 'no batch cut yet: the scan starts with the next claim'
+      : total
+        ? `${fmt(done)} of ${fmt(total)} batches done`
+        : 'nothing to hand out';
 
     return h(
       'article',
@@ -418,18 +448,18 @@
         h(
           'div',
           {
-            class: `bar ${e.scanDone ? '' : 'scanning'}`,
+            class: `bar ${scanning ? 'scanning' : ''}`,
             role: 'progressbar',
             'aria-valuemin': 0,
             'aria-valuemax': 100,
-            'aria-valuenow': pct,
+            'aria-valuenow': scanning ? null : pct,
             'aria-valuetext': progressLabel,
             'aria-label': `Epoch ${e.id} progress`,
             testid: `${id}-progress`,
           },
           total ? [seg('completed', b.completed), seg('abandoned', b.abandoned), seg('leased', b.leased), seg('ready', b.ready)] : null,
         ),
-        h('p', { class: 'bar-label' }, h('strong', {}, `${pct} %`), ' · ', progressLabel),
+        h('p', { class: 'bar-label' }, h('strong', {}, scanning ? 'Scanning' : total ? `${pct} %` : e.state === 'closed' ? 'Done' : '0 %'), ' · ', progressLabel),
       ),
       h(
         'div',
@@ -547,7 +577,7 @@
   async function loadBatches(epochId, body) {
     try {
       const { items, more } = await list(`epochs/${epochId}/batches`, {}, 1);
-      const drawn = [genericTable(items, 'No batches yet.'), more ? h('p', { class: 'muted small' }, `First ${items.length} shown.`) : null].filter(Boolean);
+      const drawn = [batchTable(items, epochId), more ? h('p', { class: 'muted small' }, `First ${items.length} shown.`) : null].filter(Boolean);
       batchCache.set(epochId, drawn);
       replace(body, drawn);
     } catch (e) {
@@ -601,42 +631,84 @@
 
   const short = (uuid) => (uuid ? String(uuid).slice(0, 8) : '–');
 
-  // ---------------------------------------------------------------------------------------------
-  // A table for any list of flat objects (batches, a run's ledger), nested values as JSON.
+  /** An instance by name (its id on hover), or the start of its id when its name is not known. */
+  function instance(id) {
+    if (!id) return h('span', { class: 'muted' }, '–');
+    return h('span', { title: id }, instanceNames.get(id) || short(id));
+  }
 
-  function genericTable(items, emptyText) {
-    if (!items || !items.length) return h('p', { class: 'muted small' }, emptyText);
-    const cols = [...new Set(items.flatMap((o) => Object.keys(o)))];
+  function smallTable(testid, heads, rows, emptyText) {
+    if (!rows.length) return h('p', { class: 'muted small' }, emptyText);
     return h(
       'div',
       { class: 'table-wrap' },
       h(
         'table',
-        { class: 'grid small' },
-        h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c)))),
-        h('tbody', {}, items.map((o) => h('tr', {}, cols.map((c) => h('td', {}, cell(o[c])))))),
+        { class: 'grid small', testid },
+        h('thead', {}, h('tr', {}, heads.map(([label, cls]) => h('th', { scope: 'col', class: cls }, label)))),
+        h('tbody', {}, rows),
       ),
     );
   }
 
-  function cell(v) {
-    if (v === null || v === undefined) return h('span', { class: 'muted' }, '–');
-    if (typeof v === 'number') return fmt(v);
-    if (typeof v === 'object') return h('code', {}, JSON.stringify(v));
-    if (typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v)) return time(v);
-    return String(v);
+  function batchTable(items, epochId) {
+    return smallTable(
+      `epoch-${epochId}-batch-table`,
+      [['Batch'], ['State'], ['Runs', 'num'], ['Fence', 'num'], ['Attempts', 'num'], ['Claimer'], ['Lease / completed'], ['Retry of']],
+      items.map((b) =>
+        h(
+          'tr',
+          { testid: `batch-${b.id}` },
+          h('th', { scope: 'row' }, `#${b.id}`),
+          h('td', {}, badge(b.state, `batch-${slug(b.state)}`)),
+          h('td', { class: 'num' }, fmt(b.runCount)),
+          h('td', { class: 'num' }, fmt(b.fence)),
+          h('td', { class: 'num' }, fmt(b.attempts)),
+          h('td', {}, instance(b.claimerId)),
+          h('td', {}, b.state === 'leased' ? until(b.leaseExpiresAt) : b.completedAt ? time(b.completedAt) : h('span', { class: 'muted' }, '–')),
+          h('td', {}, b.retryOf ? `#${b.retryOf}` : h('span', { class: 'muted' }, '–')),
+        ),
+      ),
+      'No batch has been cut yet.',
+    );
   }
 
-  function renderValue(v) {
-    if (Array.isArray(v)) return v.length && typeof v[0] === 'object' ? genericTable(v, 'none') : h('code', {}, JSON.stringify(v));
-    if (v && typeof v === 'object') {
-      return h(
-        'dl',
-        { class: 'kv' },
-        Object.entries(v).map(([k, x]) => h('div', {}, h('dt', {}, k), h('dd', {}, Array.isArray(x) || (x && typeof x === 'object') ? renderValue(x) : cell(x)))),
-      );
-    }
-    return cell(v);
+  function runLedger(r) {
+    return h(
+      'div',
+      { class: 'run-ledger' },
+      h(
+        'p',
+        {},
+        h('code', {}, r.runId),
+        ' in ',
+        h('strong', {}, r.namespace),
+        ' · ',
+        r.owner
+          ? ['run by ', instance(r.owner.instanceId), ' (reported ', ago(r.owner.since), ')']
+          : h('span', { class: 'muted' }, 'no live instance reports it in flight'),
+      ),
+      smallTable(
+        'run-ledger',
+        [['Recorded'], ['Epoch'], ['Batch'], ['Fence', 'num'], ['Instance'], ['Reason'], ['Outcome'], ['Detail'], ['Resolved']],
+        (r.ledger || []).map((l) =>
+          h(
+            'tr',
+            {},
+            h('td', {}, time(l.recordedAt)),
+            h('td', {}, h('a', { href: `#epoch-${l.epochId}` }, `#${l.epochId}`), ' ', h('span', { class: 'muted' }, l.epochKind)),
+            h('td', {}, l.batchId ? `#${l.batchId}` : h('span', { class: 'muted' }, '–')),
+            h('td', { class: 'num' }, fmt(l.fence)),
+            h('td', {}, instance(l.instanceId)),
+            h('td', {}, l.reason),
+            h('td', {}, badge(l.outcome, `outcome-${slug(l.outcome)}`)),
+            h('td', {}, l.detail || h('span', { class: 'muted' }, '–')),
+            h('td', {}, time(l.resolvedAt)),
+          ),
+        ),
+        'No pass has handed out, deferred or skipped this run.',
+      ),
+    );
   }
 
   function renderLookupNamespaces(items) {
@@ -658,7 +730,7 @@
     replace(out, h('p', { class: 'muted small' }, 'Looking up…'));
     try {
       const body = await api(`runs/${encodeURIComponent(run)}?${new URLSearchParams({ namespace: ns })}`);
-      replace(out, renderValue(body));
+      replace(out, runLedger(body));
     } catch (e) {
       if (e.status === 401 || e.status === 403) return failed(e);
       replace(out, h('p', { class: 'error small' }, e.status === 404 ? `No run ${run} is known in ${ns}.` : e.message));
@@ -683,10 +755,11 @@
   async function act(what, call) {
     try {
       const result = await call();
+      if ($('banner').dataset.kind === 'action') hideBanner();
       notice(what(result));
     } catch (e) {
       if (e.status === 401 || e.status === 403) return failed(e);
-      showBanner(`${e.message}`, 'action');
+      showBanner(e.message, 'action');
     }
     refresh();
   }
