@@ -346,6 +346,16 @@ describe('admin console', { timeout: 300_000 }, () => {
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
   });
 
+  it('fits a phone-sized screen without sideways scrolling', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await refreshes(page, 1);
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 390, `the page is ${width} px wide at a 390 px viewport`);
+    assert.ok(await page.getByTestId('ns-demo-live').isVisible());
+    await page.screenshot({ path: join(TARGET, 'console-screenshot-narrow.png'), fullPage: true });
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
   it('shows a banner, not a blank page, when the service is gone', async () => {
     await service.stop();
     const banner = page.getByTestId('banner');
