@@ -33,11 +33,17 @@ public class InstanceResource {
   private final InstanceService instances;
   private final Departures departures;
   private final RollcallConfig config;
+  private final RateLimiter limiter;
 
-  InstanceResource(InstanceService instances, Departures departures, RollcallConfig config) {
+  InstanceResource(
+      InstanceService instances,
+      Departures departures,
+      RollcallConfig config,
+      RateLimiter limiter) {
     this.instances = instances;
     this.departures = departures;
     this.config = config;
+    this.limiter = limiter;
   }
 
   /** Registers an instance with its namespace's registration secret. */
@@ -53,7 +59,8 @@ public class InstanceResource {
             Requests.text(body.namespace(), "namespace"),
             Requests.text(body.deploymentId(), "deploymentId"),
             Requests.text(body.name(), "name"),
-            Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS))
+            Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS),
+            inFlight(body.inFlight()))
         .map(
             r ->
                 new RegisterResponse(
@@ -75,6 +82,7 @@ public class InstanceResource {
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
+        .invoke(caller -> limiter.heartbeat(caller.instanceId()))
         .chain(caller -> instances.heartbeat(caller, inFlight))
         .map(h -> new HeartbeatResponse(h.leaseExpiresAt(), h.recoveryPending()));
   }

@@ -28,22 +28,31 @@ public class ProblemMapper {
 
   /** Status code of every domain problem type. */
   static final Map<Class<? extends DomainException>, Integer> STATUS =
-      Map.of(
-          Problems.InvalidRequest.class, 400,
-          Problems.Unauthorized.class, 401,
-          Problems.Forbidden.class, 403,
-          Problems.UnknownNamespace.class, 404,
-          Problems.BatchNotFound.class, 404,
-          Problems.StaleFence.class, 409,
-          Problems.Conflict.class, 409,
-          Problems.NotFound.class, 404,
-          Problems.InstanceGone.class, 410,
-          Problems.SourceUnavailable.class, 503);
+      Map.ofEntries(
+          Map.entry(Problems.InvalidRequest.class, 400),
+          Map.entry(Problems.Unauthorized.class, 401),
+          Map.entry(Problems.Forbidden.class, 403),
+          Map.entry(Problems.UnknownNamespace.class, 404),
+          Map.entry(Problems.BatchNotFound.class, 404),
+          Map.entry(Problems.NotFound.class, 404),
+          Map.entry(Problems.StaleFence.class, 409),
+          Map.entry(Problems.Conflict.class, 409),
+          Map.entry(Problems.InstanceGone.class, 410),
+          Map.entry(Problems.RateLimited.class, 429),
+          Map.entry(Problems.SourceUnavailable.class, 503));
 
   @ServerExceptionMapper
   public Response domain(DomainException e) {
     int status = STATUS.getOrDefault(e.getClass(), 400);
-    return Problem.of(e.slug(), e.title(), status, e.getMessage(), e.extensions()).toResponse();
+    Response response =
+        Problem.of(e.slug(), e.title(), status, e.getMessage(), e.extensions()).toResponse();
+    if (e instanceof Problems.RateLimited limited) {
+      long ms = (Long) limited.extensions().get("retryAfterMs");
+      return Response.fromResponse(response)
+          .header("Retry-After", Math.max(1, (ms + 999) / 1000))
+          .build();
+    }
+    return response;
   }
 
   @ServerExceptionMapper(priority = 1)

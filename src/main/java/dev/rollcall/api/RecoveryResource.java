@@ -33,16 +33,19 @@ public class RecoveryResource {
   private final ClaimService claims;
   private final CompletionService completions;
   private final RollcallConfig config;
+  private final RateLimiter limiter;
 
   RecoveryResource(
       InstanceService instances,
       ClaimService claims,
       CompletionService completions,
-      RollcallConfig config) {
+      RollcallConfig config,
+      RateLimiter limiter) {
     this.instances = instances;
     this.claims = claims;
     this.completions = completions;
     this.config = config;
+    this.limiter = limiter;
   }
 
   /** Claims a batch, or learns to wait, or that recovery is done. */
@@ -59,6 +62,7 @@ public class RecoveryResource {
             "maxRuns");
     return instances
         .authenticate(Requests.bearer(authorization))
+        .invoke(caller -> limiter.claim(caller.instanceId()))
         .chain(caller -> claims.claim(caller, maxRuns))
         .map(RecoveryResource::view);
   }

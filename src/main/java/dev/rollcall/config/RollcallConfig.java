@@ -53,6 +53,9 @@ public interface RollcallConfig {
   /** Admin API settings. */
   Admin admin();
 
+  /** Per-instance request rates, enforced by each service replica on its own. */
+  RateLimit rateLimit();
+
   /** The recovery scopes this service serves, by name. */
   Map<String, NamespaceConfig> namespaces();
 
@@ -99,6 +102,19 @@ public interface RollcallConfig {
     /** The longest {@code retryAfterMs} of a {@code wait} answer. */
     @WithDefault("1s")
     Duration waitMax();
+  }
+
+  /** Rate limits. */
+  interface RateLimit {
+    /** Claims one instance may make per second (bursts of twice as many); {@code 0} disables. */
+    @WithDefault("200")
+    int claimsPerSecond();
+
+    /**
+     * Heartbeats one instance may send per second (bursts of twice as many); {@code 0} disables.
+     */
+    @WithDefault("5")
+    int heartbeatsPerSecond();
   }
 
   /** Admin settings. */

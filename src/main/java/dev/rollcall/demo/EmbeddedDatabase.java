@@ -67,6 +67,11 @@ public final class EmbeddedDatabase implements AutoCloseable {
             "quarkus.datasource.password",
             "postgres");
     settings.forEach(System::setProperty);
+    // The demo is read by a person at a terminal: plain log lines, not JSON.
+    if (System.getProperty("quarkus.log.console.json.enabled") == null
+        && System.getenv("QUARKUS_LOG_CONSOLE_JSON_ENABLED") == null) {
+      System.setProperty("quarkus.log.console.json.enabled", "false");
+    }
     if (!namespacesConfigured()) {
       Map.of(
               "registration-secret", DEMO_SECRET,

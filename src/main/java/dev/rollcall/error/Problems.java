@@ -192,4 +192,23 @@ public final class Problems {
       return "Not found";
     }
   }
+
+  /** An instance asking faster than its rate limit allows. */
+  public static final class RateLimited extends DomainException {
+    public RateLimited(String what, int perSecond, long retryAfterMs) {
+      super(
+          "more than " + perSecond + " " + what + " per second from this instance; slow down",
+          Map.of("retryAfterMs", retryAfterMs));
+    }
+
+    @Override
+    public String slug() {
+      return "rate-limited";
+    }
+
+    @Override
+    public String title() {
+      return "Too many requests";
+    }
+  }
 }

@@ -44,7 +44,12 @@ public class InstanceService {
 
   /** Registers a new instance after checking the namespace's registration secret. */
   public Uni<Registration> register(
-      String secret, String namespace, String deploymentId, String name, List<String> workerIds) {
+      String secret,
+      String namespace,
+      String deploymentId,
+      String name,
+      List<String> workerIds,
+      Optional<List<String>> inFlight) {
     RollcallConfig.NamespaceConfig ns = config.namespaces().get(namespace);
     if (ns == null) {
       return Uni.createFrom().failure(new UnknownNamespace(namespace));
@@ -56,7 +61,32 @@ public class InstanceService {
                   "the registration secret of namespace '" + namespace + "' is wrong"));
     }
     String token = Tokens.generate();
-    return pool.preparedQuery(
+    // The first in-flight set comes with the registration, in the same transaction, so that the
+    // instance's own first claim can never hand out the runs it is already executing.
+    return pool.withTransaction(
+        conn ->
+            insert(conn, namespace, deploymentId, name, workerIds, token)
+                .call(
+                    registered ->
+                        inFlight
+                            .map(
+                                set ->
+                                    ownership.replace(
+                                        conn,
+                                        new Caller(
+                                            registered.instanceId(), namespace, deploymentId),
+                                        set))
+                            .orElse(Uni.createFrom().voidItem())));
+  }
+
+  private Uni<Registration> insert(
+      SqlClient conn,
+      String namespace,
+      String deploymentId,
+      String name,
+      List<String> workerIds,
+      String token) {
+    return conn.preparedQuery(
             "INSERT INTO rollcall.instances"
                 + " (id, namespace, deployment_id, name, worker_ids, token_hash, lease_expires_at)"
                 + " VALUES (gen_random_uuid(), $1, $2, $3, $4, $5,"

@@ -175,4 +175,27 @@ class OwnerAwareTest extends ApiTestBase {
             busy));
     Db.update("UPDATE " + table + " SET status = 'completed' WHERE id IN (?, ?)", quiet, busy);
   }
+
+  @Test
+  void anInFlightSetGivenAtRegistrationProtectsTheInstancesOwnRunsFromItsFirstClaim() {
+    String own = someActiveRun();
+    com.fasterxml.jackson.databind.node.ObjectNode body =
+        Api.JSON
+            .createObjectNode()
+            .put("namespace", SourceTables.SMALL)
+            .put("deploymentId", deploy)
+            .put("name", "restarting");
+    body.putArray("inFlight").add(own);
+    Api.Reply r = api.post("instances", SourceTables.secret(SourceTables.SMALL), body).expect(201);
+    Instance self =
+        new Instance(
+            UUID.fromString(r.text("instanceId")), r.text("token"), SourceTables.SMALL, deploy);
+
+    Batch first = api.claimBatch(self, 100);
+
+    assertFalse(first.runIds().contains(own));
+    api.heartbeat(self, List.of()).expect(200);
+    api.complete(self, first, List.of()).expect(200);
+    assertEquals(List.of(own), api.claimBatch(self, 100).runIds());
+  }
 }

@@ -143,4 +143,23 @@ class InstanceLifecycleTest extends ApiTestBase {
     assertEquals(
         "live", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", b.id()).get(0));
   }
+
+  @Test
+  void anInstanceHeartbeatingFasterThanItsRateLimitGets429WithRetryAfter() {
+    Instance a = api.register(SourceTables.SMALL, "d1", "eager");
+    int refused = 0;
+    Api.Reply last = null;
+    for (int i = 0; i < 25; i++) {
+      Api.Reply r = api.heartbeat(a);
+      if (r.status() == 429) {
+        refused++;
+        last = r;
+      } else {
+        r.expect(200);
+      }
+    }
+    assertTrue(refused >= 10, "refused " + refused + " of 25 (5 a second, bursts of 10)");
+    assertEquals("urn:rollcall:problem:rate-limited", last.text("type"));
+    assertTrue(last.body().get("retryAfterMs").asLong() > 0);
+  }
 }

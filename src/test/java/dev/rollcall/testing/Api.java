@@ -175,7 +175,13 @@ public final class Api {
   /** Claims until a batch or done comes back, honouring wait hints; null when done. */
   public Batch claimBatch(Instance instance, int maxRuns) {
     while (true) {
-      Reply r = claim(instance, maxRuns).expect(200);
+      Reply r = claim(instance, maxRuns);
+      if (r.status() == 429) {
+        // Rate limited: a well-behaved client waits as told and asks again.
+        sleep(r.body().get("retryAfterMs").asLong());
+        continue;
+      }
+      r.expect(200);
       switch (r.text("status")) {
         case "batch":
           return batch(r.body().get("batch"));

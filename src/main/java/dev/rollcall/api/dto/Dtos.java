@@ -14,7 +14,11 @@ public final class Dtos {
 
   /** {@code POST /instances}. */
   public record RegisterRequest(
-      String namespace, String deploymentId, String name, List<String> workerIds) {}
+      String namespace,
+      String deploymentId,
+      String name,
+      List<String> workerIds,
+      List<String> inFlight) {}
 
   /** The answer to a registration; the token is shown only here. */
   public record RegisterResponse(

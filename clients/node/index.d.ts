@@ -1,0 +1,280 @@
+// Type declarations of @rollcall/client (the implementation is plain ESM under src/).
+
+/** A run Rollcall handed out in a batch. */
+export interface HandedOutRun {
+  runId: string;
+  workflowName: string;
+  queueName: string;
+  /** Why it is re-driven: `pending`, `owner-dead`, `unclassified`, … */
+  reason: string;
+  /** Set for runs taken over from a dead instance. */
+  deadInstanceId?: string;
+}
+
+export interface LeasedBatch {
+  id: number;
+  epochId: number;
+  epochKind: 'boot' | 'takeover' | (string & {});
+  fence: number;
+  leaseExpiresAt: string;
+  runs: HandedOutRun[];
+}
+
+/**
+ * Enqueues the runs of one batch. Resolve with the ids that could not be enqueued (or nothing
+ * when all were); throwing counts every run of the batch as failed. Failed runs are handed out
+ * again by Rollcall.
+ */
+export type Enqueue = (
+  runs: HandedOutRun[],
+  context: { batch: LeasedBatch },
+) => Promise<{ failedRunIds?: string[] } | void>;
+
+/** What is executing in this process right now. */
+export interface Tracker {
+  /** Marks a run as executing; pair with exactly one `end`. */
+  begin(runId: string): void;
+  end(runId: string): void;
+  /** Runs `fn` with `runId` in flight, however it ends. */
+  wrap<T>(runId: string, fn: () => Promise<T> | T): Promise<T>;
+  list(): string[];
+  has(runId: string): boolean;
+  readonly size: number;
+}
+
+export interface Logger {
+  debug?(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn?(msg: string, fields?: Record<string, unknown>): void;
+  error?(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** Anything with node-postgres' `query(text, values)`: a `pg` Pool. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+}
+
+export interface RecoveryOptionsBase {
+  /** The service's base URL, e.g. `http://rollcall:8080`. */
+  url: string;
+  namespace: string;
+  /** The namespace's registration secret. */
+  registrationSecret: string;
+  /** Identical for every replica of one rollout, different for the next. */
+  deploymentId: string;
+  /** This process's name in Rollcall's records; default `<hostname>-<pid>`. */
+  name?: string;
+  /** The engine's queue worker ids in this process, if known. */
+  workerIds?: string[];
+  /** The in-flight set heartbeats carry: a tracker or a function; default a fresh tracker (`handle.tracker`). */
+  inFlight?: Tracker | (() => string[]);
+  /** Stops the client when aborted, like `stop()`. */
+  signal?: AbortSignal;
+  /** Stop (and leave) on these signals, then let the signal do what it would have; `true` = SIGTERM and SIGINT. */
+  handleSignals?: boolean | NodeJS.Signals | NodeJS.Signals[];
+  /** What to do when the service stays unreachable past `registerDeadlineMs` at boot. Default `skip`. */
+  fallback?: 'skip' | 'local';
+  /** The engine's own full recovery, run once for fallback `local`. */
+  localRecovery?: () => Promise<void>;
+  /** After a `skip` fallback, keep trying to register and take part once registered. Default true. */
+  rejoin?: boolean;
+  /** How long boot registration is retried before the fallback. Default 30 000. */
+  registerDeadlineMs?: number;
+  /** Runs per batch asked for (1..5000); the service's default (500) when unset. */
+  maxRuns?: number;
+  /** Deadline of one HTTP request. Default 10 000 (heartbeats: at most twice the heartbeat interval). */
+  requestTimeoutMs?: number;
+  /** How long `stop()` waits for the batch in hand. Default 10 000. */
+  stopTimeoutMs?: number;
+  /** Attempts at completing a batch when the service answers 5xx or not at all. Default 5. */
+  completeAttempts?: number;
+  /** Default: JSON lines on stderr. `false` silences it. */
+  logger?: Logger | false;
+  /** Called (like the `fenced` event) when this instance fenced itself. */
+  onFenced?: (event: FencedEvent) => void;
+  /** A fetch implementation; default the global one. */
+  fetch?: typeof fetch;
+}
+
+export interface RecoveryOptionsWithEnqueue extends RecoveryOptionsBase {
+  enqueue: Enqueue;
+  pool?: never;
+}
+
+export interface RecoveryOptionsWithPool extends RecoveryOptionsBase {
+  /** A pg Pool on the engine's database: the built-in graphile-worker enqueuer is used. */
+  pool: Queryable;
+  /** The engine's job prefix (WORKFLOW_POSTGRES_JOB_PREFIX). Default `workflow_`. */
+  jobPrefix?: string;
+  /** graphile-worker's schema. Default `graphile_worker`. */
+  graphileSchema?: string;
+  enqueue?: never;
+}
+
+export type RecoveryOptions = RecoveryOptionsWithEnqueue | RecoveryOptionsWithPool;
+
+export interface RecoveryStats {
+  registrations: number;
+  claims: number;
+  batches: number;
+  runsEnqueued: number;
+  runFailures: number;
+  waits: number;
+  epochsDone: number;
+  leaseRenewals: number;
+  heartbeatFailures: number;
+  fencedEvents: number;
+  completesRefused: number;
+  fallbacks: number;
+}
+
+export type RecoveryOutcome =
+  | { status: 'done'; epochId: number }
+  | { status: 'fallback'; mode: 'skip' | 'local'; error?: unknown }
+  | { status: 'failed'; error: RollcallError }
+  | { status: 'stopped' };
+
+export interface RegisteredEvent {
+  instanceId: string;
+  previousInstanceId: string | null;
+  leaseTtlMs: number;
+  heartbeatIntervalMs: number;
+}
+
+export interface FencedEvent {
+  instanceId: string;
+  reason: 'lease-expired' | 'gone';
+  error?: RollcallError;
+}
+
+export interface BatchEvent {
+  batchId: number;
+  epochId: number;
+  epochKind: string;
+  fence: number;
+  runs: number;
+  enqueued: number;
+  failed: number;
+  enqueueMs: number;
+  instanceId: string;
+}
+
+export interface RecoveryEvents {
+  registered: RegisteredEvent;
+  batch: BatchEvent;
+  completed: BatchEvent & { answer: unknown };
+  'complete-refused': BatchEvent & { status: number; type: string; error: RollcallError };
+  wait: { retryAfterMs: number };
+  done: { epochId: number; instanceId: string };
+  fenced: FencedEvent;
+  fallback: { mode: 'skip' | 'local'; error: unknown };
+  failed: { error: RollcallError };
+  stopped: { stats: RecoveryStats };
+}
+
+export type RecoveryState = 'new' | 'registering' | 'active' | 'fenced' | 'fallback' | 'failed' | 'stopping' | 'stopped';
+
+export declare class RecoveryClient {
+  constructor(options: RecoveryOptions);
+  /** Resolves once with how this boot's recovery ended; never rejects. */
+  readonly recovered: Promise<RecoveryOutcome>;
+  /** The tracker heartbeats read (null when `inFlight` was a function). */
+  readonly tracker: Tracker | null;
+  readonly stats: RecoveryStats;
+  readonly state: RecoveryState;
+  readonly instanceId: string | null;
+  on<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
+  once<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
+  off<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): void;
+  start(): void;
+  /** Stops claiming, finishes the batch in hand, stops heartbeats and leaves with the in-flight set. */
+  stop(): Promise<void>;
+}
+
+/** Starts taking part in shared recovery; returns at once. */
+export declare function startRecovery(options: RecoveryOptions): RecoveryClient;
+
+export declare class RollcallError extends Error {
+  readonly type: string;
+  /** HTTP status; 0 when the service gave no answer. */
+  readonly status: number;
+  readonly title?: string;
+  readonly detail?: string;
+  readonly problem?: Record<string, unknown>;
+  readonly operation?: string;
+  readonly slug: string;
+  readonly retryable: boolean;
+  readonly gone: boolean;
+}
+
+export declare const PROBLEM_PREFIX: 'urn:rollcall:problem:';
+export declare const UNREACHABLE: 'urn:rollcall:client:unreachable';
+export declare const BAD_RESPONSE: 'urn:rollcall:client:bad-response';
+export declare const MAX_IN_FLIGHT: number;
+
+export declare function createTracker(): Tracker;
+
+/** The built-in enqueuer: one graphile-worker `add_jobs` round trip per batch. */
+export declare function graphileEnqueuer(options: {
+  pool: Queryable;
+  jobPrefix?: string;
+  schema?: string;
+}): (runs: HandedOutRun[]) => Promise<{ failedRunIds: string[] }>;
+
+export interface EngineMessage {
+  attempt: 1;
+  messageId: string;
+  id: string;
+  /** base64 of the JSON body `{"runId": …}` */
+  data: string;
+}
+
+export declare function workflowMessage(id: string, runId: string, messageId?: string): EngineMessage;
+export declare function jobSpecs(
+  runs: Pick<HandedOutRun, 'runId' | 'workflowName' | 'queueName'>[],
+  options?: { jobPrefix?: string; maxAttempts?: number },
+): { identifier: string; payload: EngineMessage; max_attempts: number }[];
+export declare function routeOf(run: { queueName?: string; workflowName?: string }, jobPrefix?: string): { task: string; id: string };
+export declare function newMessageId(): string;
+export declare function monotonicUlid(): (now?: number) => string;
+
+/** Any world whose queue handlers the workflow runtime builds with `createQueueHandler`. */
+export interface QueueHandlerWorld {
+  createQueueHandler(prefix: any, handler: (message: unknown, meta: any) => Promise<any>): (req: Request) => Promise<Response>;
+}
+
+/** Makes the world's queue handlers report the run they execute to `tracker`; patches in place. */
+export declare function trackWorld<W extends QueueHandlerWorld>(world: W, tracker: Tracker): W;
+/** Starts a world-postgres world's queue without the engine's own re-enqueue of every active run. */
+export declare function startWorldWithoutRecovery(world: { start(): Promise<void>; runs: { list: (...args: any[]) => Promise<any> } }): Promise<void>;
+export declare function runIdOfMessage(prefix: string, message: unknown): string | undefined;
+
+export declare function backoff(attempt: number, base?: number, max?: number): number;
+export declare function jsonLogger(options?: { level?: 'debug' | 'info' | 'warn' | 'error'; stream?: { write(s: string): unknown } }): Required<Logger>;
+export declare const silentLogger: Required<Logger>;
+
+export declare class RollcallApi {
+  constructor(options: { url: string; fetch?: typeof fetch; requestTimeoutMs?: number });
+  register(secret: string, body: { namespace: string; deploymentId: string; name: string; workerIds?: string[] }): Promise<{
+    instanceId: string;
+    token: string;
+    leaseExpiresAt: string;
+    leaseTtlMs: number;
+    heartbeatIntervalMs: number;
+  }>;
+  claim(token: string, maxRuns?: number): Promise<
+    | { status: 'batch'; batch: LeasedBatch }
+    | { status: 'wait'; retryAfterMs: number }
+    | { status: 'done'; epochId: number }
+  >;
+  complete(token: string, batchId: number, fence: number, failedRunIds: string[]): Promise<{
+    batchId: number;
+    state: string;
+    enqueued: number;
+    failed: number;
+    retried: number;
+    alreadyCompleted: boolean;
+  }>;
+  heartbeat(token: string, instanceId: string, inFlight?: string[], timeoutMs?: number): Promise<{ leaseExpiresAt: string; recoveryPending: boolean }>;
+  leave(token: string, instanceId: string, inFlight?: string[]): Promise<null>;
+}

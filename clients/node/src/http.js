@@ -1,0 +1,114 @@
+import { BAD_RESPONSE, RollcallError, UNREACHABLE } from './errors.js';
+
+/**
+ * The service's five calls over `fetch`. Every answer that is not a success becomes a
+ * RollcallError (the problem document's type, status and detail); no answer at all (connection
+ * refused, reset, timeout) is a RollcallError with status 0 and type `urn:rollcall:client:unreachable`.
+ */
+export class RollcallApi {
+  /**
+   * @param {object} options
+   * @param {string} options.url the service's base URL
+   * @param {typeof fetch} [options.fetch]
+   * @param {number} [options.requestTimeoutMs] deadline of one request
+   */
+  constructor({ url, fetch: fetchImpl = globalThis.fetch, requestTimeoutMs = 10_000 }) {
+    if (typeof url !== 'string' || url === '') throw new TypeError('url is required');
+    if (typeof fetchImpl !== 'function') throw new TypeError('no fetch implementation');
+    this.base = url.replace(/\/+$/, '');
+    this.fetch = fetchImpl;
+    this.requestTimeoutMs = requestTimeoutMs;
+  }
+
+  register(secret, body) {
+    return this.#call('register', 'POST', '/instances', secret, body, [201]);
+  }
+
+  claim(token, maxRuns) {
+    return this.#call('claim', 'POST', '/recovery/claim', token, maxRuns ? { maxRuns } : {}, [200]);
+  }
+
+  complete(token, batchId, fence, failedRunIds) {
+    const body = failedRunIds.length ? { fence, failedRunIds } : { fence };
+    return this.#call('complete', 'POST', `/recovery/batches/${batchId}/complete`, token, body, [200]);
+  }
+
+  heartbeat(token, instanceId, inFlight, timeoutMs) {
+    const body = inFlight ? { inFlight } : {};
+    return this.#call(
+      'heartbeat',
+      'POST',
+      `/instances/${encodeURIComponent(instanceId)}/heartbeat`,
+      token,
+      body,
+      [200],
+      timeoutMs,
+    );
+  }
+
+  leave(token, instanceId, inFlight) {
+    const body = inFlight ? { inFlight } : {};
+    return this.#call('leave', 'DELETE', `/instances/${encodeURIComponent(instanceId)}`, token, body, [204]);
+  }
+
+  async #call(operation, method, path, bearer, body, ok, timeoutMs = this.requestTimeoutMs) {
+    let response;
+    try {
+      response = await this.fetch(this.base + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${bearer}`,
+          'content-type': 'application/json',
+          accept: 'application/json, application/problem+json',
+        },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (cause) {
+      const timedOut = cause?.name === 'TimeoutError' || cause?.name === 'AbortError';
+      throw new RollcallError({
+        type: UNREACHABLE,
+        status: 0,
+        detail: timedOut ? `no answer within ${timeoutMs} ms` : String(cause?.cause?.code ?? cause?.message ?? cause),
+        operation,
+        cause,
+      });
+    }
+    let text;
+    try {
+      text = await response.text();
+    } catch (cause) {
+      throw new RollcallError({ type: UNREACHABLE, status: 0, detail: 'answer cut off', operation, cause });
+    }
+    if (ok.includes(response.status)) {
+      if (response.status === 204 || text === '') return null;
+      try {
+        return JSON.parse(text);
+      } catch (cause) {
+        throw new RollcallError({ type: BAD_RESPONSE, status: response.status, detail: 'not JSON', operation, cause });
+      }
+    }
+    let problem = null;
+    try {
+      problem = text ? JSON.parse(text) : null;
+    } catch {
+      // A proxy's HTML error page, say: keep the status, note the body was no problem document.
+    }
+    if (problem && typeof problem === 'object' && typeof problem.type === 'string') {
+      throw new RollcallError({
+        type: problem.type,
+        status: response.status,
+        title: problem.title,
+        detail: problem.detail,
+        problem,
+        operation,
+      });
+    }
+    throw new RollcallError({
+      type: BAD_RESPONSE,
+      status: response.status,
+      detail: `HTTP ${response.status} without a problem document`,
+      operation,
+    });
+  }
+}

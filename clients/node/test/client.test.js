@@ -1,0 +1,368 @@
+// The client's behaviour at the edges the real service rarely shows on demand (an outage at boot,
+// 503s, refusals, a 410 on a heartbeat), against a scripted stand-in of the HTTP API on loopback.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { after, test } from 'node:test';
+import { RollcallError, startRecovery } from '../src/index.js';
+import { freePort } from './support/service.js';
+
+const servers = [];
+after(() => Promise.all(servers.map((s) => new Promise((r) => s.close(r)))));
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A stand-in Rollcall. `script` answers by operation name (register, claim, complete, heartbeat,
+ * leave) with {status, body}; every request is recorded.
+ */
+async function fakeRollcall(script) {
+  const requests = [];
+  let instances = 0;
+  const defaults = {
+    register: () => ({
+      status: 201,
+      body: {
+        instanceId: `00000000-0000-0000-0000-00000000000${++instances}`,
+        token: `rci_${instances}`,
+        leaseExpiresAt: new Date(Date.now() + 2000).toISOString(),
+        leaseTtlMs: 2000,
+        heartbeatIntervalMs: 100,
+      },
+    }),
+    claim: () => ({ status: 200, body: { status: 'done', epochId: 1 } }),
+    complete: (req) => ({
+      status: 200,
+      body: { batchId: 1, state: 'completed', enqueued: 0, failed: req.body.failedRunIds?.length ?? 0, retried: 0, alreadyCompleted: false },
+    }),
+    heartbeat: () => ({ status: 200, body: { leaseExpiresAt: new Date().toISOString(), recoveryPending: false } }),
+    leave: () => ({ status: 204 }),
+  };
+  const server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c) => (raw += c));
+    req.on('end', async () => {
+      const op =
+        req.method === 'POST' && req.url === '/instances' ? 'register'
+        : req.url === '/recovery/claim' ? 'claim'
+        : /\/complete$/.test(req.url) ? 'complete'
+        : /\/heartbeat$/.test(req.url) ? 'heartbeat'
+        : req.method === 'DELETE' ? 'leave'
+        : 'unknown';
+      const record = { op, method: req.method, url: req.url, auth: req.headers.authorization, body: raw ? JSON.parse(raw) : null, at: Date.now() };
+      requests.push(record);
+      const answer = await (script[op] ?? defaults[op] ?? (() => ({ status: 404 })))(record, requests.filter((r) => r.op === op).length);
+      if (answer === 'hang') return; // never answer
+      if (answer === 'drop') {
+        req.socket.destroy();
+        return;
+      }
+      const problem = answer.status >= 400;
+      res.writeHead(answer.status, { 'content-type': problem ? 'application/problem+json' : 'application/json' });
+      res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  servers.push(server);
+  return { url: `http://127.0.0.1:${server.address().port}`, requests, of: (op) => requests.filter((r) => r.op === op), defaults };
+}
+
+const problem = (status, slug, detail = slug) => ({
+  status,
+  body: { type: `urn:rollcall:problem:${slug}`, title: slug, status, detail },
+});
+
+const base = (url, extra = {}) => ({
+  url,
+  namespace: 'app',
+  registrationSecret: 's',
+  deploymentId: 'd1',
+  name: 'test',
+  enqueue: async () => ({ failedRunIds: [] }),
+  logger: false,
+  ...extra,
+});
+
+const batch = (id, runs, fence = 1) => ({
+  status: 200,
+  body: {
+    status: 'batch',
+    batch: {
+      id,
+      epochId: 1,
+      epochKind: 'boot',
+      fence,
+      leaseExpiresAt: new Date(Date.now() + 3000).toISOString(),
+      runs: runs.map((runId) => ({ runId, workflowName: 'wf', queueName: '__wkf_workflow_wf', reason: 'pending' })),
+    },
+  },
+});
+
+test('options are checked at once', () => {
+  assert.throws(() => startRecovery({}), /url is required/);
+  assert.throws(() => startRecovery({ ...base('http://127.0.0.1:1'), pool: {} }), /exactly one of enqueue/);
+  assert.throws(() => startRecovery({ ...base('http://127.0.0.1:1'), fallback: 'local' }), /localRecovery/);
+  assert.throws(() => startRecovery({ ...base('http://127.0.0.1:1'), maxRuns: 6000 }), /maxRuns/);
+});
+
+test('registration rides out 503s and dropped connections with growing pauses, then recovers', async () => {
+  const fake = await fakeRollcall({
+    register: (req, n) => (n === 1 ? problem(503, 'database-unavailable') : n === 2 ? 'drop' : fakeDefaults(fake).register()),
+  });
+  const client = startRecovery(base(fake.url));
+  const outcome = await client.recovered;
+  await client.stop();
+  assert.deepEqual(outcome, { status: 'done', epochId: 1 });
+  const at = fake.of('register').map((r) => r.at);
+  assert.equal(at.length, 3);
+  assert.ok(at[1] - at[0] >= 100, 'paused before the second try');
+  assert.ok(at[2] - at[1] >= 200, 'and longer before the third');
+  assert.deepEqual(fake.of('register')[0].body, { namespace: 'app', deploymentId: 'd1', name: 'test' });
+  assert.equal(fake.of('register')[0].auth, 'Bearer s');
+});
+
+function fakeDefaults(fake) {
+  return fake.defaults;
+}
+
+test('a refused registration is a typed error and is not retried', async () => {
+  const fake = await fakeRollcall({ register: () => problem(401, 'unauthorized', 'wrong registration secret') });
+  const failed = [];
+  const client = startRecovery(base(fake.url));
+  client.on('failed', (e) => failed.push(e));
+  const outcome = await client.recovered;
+  assert.equal(outcome.status, 'failed');
+  assert.ok(outcome.error instanceof RollcallError);
+  assert.equal(outcome.error.type, 'urn:rollcall:problem:unauthorized');
+  assert.equal(outcome.error.status, 401);
+  assert.equal(outcome.error.detail, 'wrong registration secret');
+  assert.equal(failed.length, 1);
+  await sleep(300);
+  assert.equal(fake.of('register').length, 1);
+  assert.equal(client.state, 'failed');
+  await client.stop();
+});
+
+test("fallback 'local': the service stays unreachable past the deadline, local recovery runs once, nothing else", async () => {
+  const url = `http://127.0.0.1:${await freePort()}`; // nobody listens
+  let local = 0;
+  const fallbacks = [];
+  const client = startRecovery(base(url, { registerDeadlineMs: 700, fallback: 'local', localRecovery: async () => local++ }));
+  client.on('fallback', (e) => fallbacks.push(e));
+  const started = Date.now();
+  const outcome = await client.recovered;
+  assert.deepEqual(outcome, { status: 'fallback', mode: 'local' });
+  assert.ok(Date.now() - started >= 300, 'it tried for a while first');
+  assert.equal(local, 1);
+  assert.equal(fallbacks.length, 1);
+  assert.equal(fallbacks[0].error.type, 'urn:rollcall:client:unreachable');
+  assert.equal(client.stats.fallbacks, 1);
+  await sleep(500);
+  assert.equal(client.state, 'fallback', 'never joins shared recovery after running its own');
+  await client.stop();
+});
+
+test("fallback 'skip': nothing runs at the deadline; it joins once the service is back", async () => {
+  let up = false;
+  const fake = await fakeRollcall({ register: () => (up ? fakeDefaults(fake).register() : problem(503, 'database-unavailable')) });
+  const events = [];
+  let local = 0;
+  const client = startRecovery(base(fake.url, { registerDeadlineMs: 400, localRecovery: async () => local++ }));
+  client.on('fallback', (e) => events.push(['fallback', e.mode]));
+  client.on('registered', () => events.push(['registered']));
+  client.on('done', () => events.push(['done']));
+  assert.deepEqual(await client.recovered, { status: 'fallback', mode: 'skip' });
+  up = true;
+  for (let i = 0; i < 100 && !events.some(([e]) => e === 'done'); i++) await sleep(50);
+  await client.stop();
+  assert.deepEqual(events, [['fallback', 'skip'], ['registered'], ['done']]);
+  assert.equal(local, 0);
+});
+
+test('claims until done: enqueues each batch, reports failed runs with the fence, honours wait', async () => {
+  const fake = await fakeRollcall({
+    claim: (req, n) =>
+      n === 1 ? batch(7, ['r1', 'r2', 'r3'], 2)
+      : n === 2 ? { status: 200, body: { status: 'wait', retryAfterMs: 300 } }
+      : n === 3 ? batch(8, ['r4'])
+      : { status: 200, body: { status: 'done', epochId: 1 } },
+  });
+  const seen = [];
+  const client = startRecovery(
+    base(fake.url, {
+      maxRuns: 50,
+      enqueue: async (runs) => {
+        seen.push(runs.map((r) => r.runId));
+        if (runs.length === 1) throw new Error('queue down');
+        return { failedRunIds: ['r2', 'not-in-batch'] };
+      },
+    }),
+  );
+  assert.equal((await client.recovered).status, 'done');
+  await client.stop();
+  assert.deepEqual(seen, [['r1', 'r2', 'r3'], ['r4']]);
+  const claims = fake.of('claim');
+  assert.deepEqual(claims[0].body, { maxRuns: 50 });
+  assert.ok(claims[2].at - claims[1].at >= 280, 'slept retryAfterMs');
+  const completes = fake.of('complete');
+  assert.equal(completes[0].url, '/recovery/batches/7/complete');
+  assert.deepEqual(completes[0].body, { fence: 2, failedRunIds: ['r2'] });
+  assert.deepEqual(completes[1].body, { fence: 1, failedRunIds: ['r4'] }, 'a throwing enqueue fails the whole batch');
+  assert.deepEqual(
+    { batches: client.stats.batches, runsEnqueued: client.stats.runsEnqueued, runFailures: client.stats.runFailures, waits: client.stats.waits, claims: client.stats.claims },
+    { batches: 2, runsEnqueued: 2, runFailures: 2, waits: 1, claims: 4 },
+  );
+});
+
+test('a claim answered 5xx is retried with backoff; a stale-fence complete is reported, not fatal', async () => {
+  const fake = await fakeRollcall({
+    claim: (req, n) => (n <= 2 ? problem(503, 'source-unavailable') : n === 3 ? batch(3, ['a']) : fakeDefaults(fake).claim()),
+    complete: () => problem(409, 'stale-fence'),
+  });
+  const refused = [];
+  const client = startRecovery(base(fake.url));
+  client.on('complete-refused', (e) => refused.push(e));
+  assert.equal((await client.recovered).status, 'done');
+  await client.stop();
+  assert.equal(refused.length, 1);
+  assert.equal(refused[0].status, 409);
+  assert.equal(refused[0].type, 'urn:rollcall:problem:stale-fence');
+  assert.equal(client.stats.fencedEvents, 0);
+  assert.equal(fake.of('register').length, 1);
+});
+
+test('heartbeats carry the in-flight set; recoveryPending makes it claim again', async () => {
+  let pending = false;
+  const fake = await fakeRollcall({
+    heartbeat: () => ({ status: 200, body: { leaseExpiresAt: new Date().toISOString(), recoveryPending: pending } }),
+  });
+  const client = startRecovery(base(fake.url));
+  client.tracker.begin('wrun_busy');
+  assert.equal((await client.recovered).status, 'done');
+  const first = fake.of('heartbeat')[0];
+  assert.deepEqual(first.body, { inFlight: ['wrun_busy'] });
+  assert.ok(first.at <= fake.of('claim')[0].at, 'the in-flight set is published before the first claim');
+  assert.equal(first.url, '/instances/00000000-0000-0000-0000-000000000001/heartbeat');
+  assert.equal(first.auth, 'Bearer rci_1');
+  const claimsBefore = fake.of('claim').length;
+  pending = true;
+  await sleep(350);
+  pending = false;
+  assert.ok(fake.of('claim').length > claimsBefore, 'claimed again');
+  assert.ok(client.stats.leaseRenewals >= 2);
+  client.tracker.end('wrun_busy');
+  await sleep(150);
+  assert.deepEqual(fake.of('heartbeat').at(-1).body, { inFlight: [] });
+  await client.stop();
+});
+
+test('a 410 on a heartbeat fences: claiming stops, onFenced runs, it registers as a new instance', async () => {
+  const fake = await fakeRollcall({
+    heartbeat: (req) =>
+      req.auth === 'Bearer rci_1' ? problem(410, 'instance-gone') : fakeDefaults(fake).heartbeat(),
+  });
+  const events = [];
+  const client = startRecovery(base(fake.url, { onFenced: (e) => events.push(['onFenced', e.reason]) }));
+  client.on('fenced', (e) => events.push(['fenced', e.instanceId, e.error.status]));
+  client.on('registered', (e) => events.push(['registered', e.instanceId, e.previousInstanceId]));
+  await client.recovered;
+  for (let i = 0; i < 40 && events.length < 4; i++) await sleep(50);
+  await client.stop();
+  assert.deepEqual(events.slice(0, 4), [
+    ['registered', '00000000-0000-0000-0000-000000000001', null],
+    ['fenced', '00000000-0000-0000-0000-000000000001', 410],
+    ['onFenced', 'gone'],
+    ['registered', '00000000-0000-0000-0000-000000000002', '00000000-0000-0000-0000-000000000001'],
+  ]);
+  assert.equal(client.stats.fencedEvents, 1);
+  assert.equal(client.stats.registrations, 2);
+});
+
+test('unrenewable lease: heartbeats that never answer fence the client when the lease runs out', async () => {
+  const fake = await fakeRollcall({ heartbeat: (req) => (req.auth === 'Bearer rci_1' ? 'hang' : fakeDefaults(fake).heartbeat()) });
+  const fenced = [];
+  const client = startRecovery(base(fake.url, { requestTimeoutMs: 5000 }));
+  client.on('fenced', (e) => fenced.push({ ...e, at: Date.now() }));
+  const registeredAt = Date.now();
+  await client.recovered;
+  for (let i = 0; i < 60 && fenced.length === 0; i++) await sleep(50);
+  await client.stop();
+  assert.equal(fenced.length, 1);
+  assert.equal(fenced[0].reason, 'lease-expired');
+  const after = fenced[0].at - registeredAt;
+  assert.ok(after >= 1900 && after < 2600, `fenced ${after} ms after registering (lease 2000 ms)`);
+});
+
+test('stop() lets the batch in hand finish, then leaves with the last in-flight set; an aborted signal stops too', async () => {
+  let release;
+  const fake = await fakeRollcall({ claim: (req, n) => (n === 1 ? batch(5, ['x']) : fakeDefaults(fake).claim()) });
+  const controller = new AbortController();
+  const client = startRecovery(
+    base(fake.url, {
+      signal: controller.signal,
+      enqueue: () =>
+        new Promise((r) => {
+          release = r;
+        }),
+    }),
+  );
+  client.tracker.begin('wrun_last');
+  while (!release) await sleep(10);
+  controller.abort();
+  await sleep(50);
+  assert.equal(client.state, 'stopping');
+  release({ failedRunIds: [] });
+  await client.stop();
+  assert.equal(client.state, 'stopped');
+  assert.deepEqual(await client.recovered, { status: 'stopped' });
+  assert.equal(fake.of('complete').length, 1, 'the batch in hand was completed');
+  assert.equal(fake.of('claim').length, 1, 'and no other claimed');
+  const [leave] = fake.of('leave');
+  assert.equal(leave.url, '/instances/00000000-0000-0000-0000-000000000001');
+  assert.deepEqual(leave.body, { inFlight: ['wrun_last'] });
+});
+
+test('the default logger writes one JSON object per line', async () => {
+  const fake = await fakeRollcall({});
+  const lines = [];
+  const { jsonLogger } = await import('../src/index.js');
+  const client = startRecovery(base(fake.url, { logger: jsonLogger({ stream: { write: (s) => lines.push(s) } }) }));
+  await client.recovered;
+  await client.stop();
+  const parsed = lines.map((l) => JSON.parse(l));
+  const registered = parsed.find((l) => l.msg === 'registered with rollcall');
+  assert.equal(registered.level, 'info');
+  assert.equal(registered.logger, 'rollcall');
+  assert.equal(registered.instanceId, '00000000-0000-0000-0000-000000000001');
+  assert.ok(parsed.some((l) => l.msg === 'left rollcall'));
+});
+
+test('handleSignals: SIGTERM leaves with the in-flight set, then the process ends as SIGTERM would', async () => {
+  const fake = await fakeRollcall({});
+  const { spawnNode } = await import('./support/processes.js');
+  const { writeFileSync, mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const dir = mkdtempSync(join(tmpdir(), 'rollcall-sigterm-'));
+  const script = join(dir, 'app.mjs');
+  writeFileSync(
+    script,
+    `import { startRecovery } from ${JSON.stringify(new URL('../src/index.js', import.meta.url).href)};
+     const client = startRecovery({ url: ${JSON.stringify(fake.url)}, namespace: 'app', registrationSecret: 's',
+       deploymentId: 'd1', enqueue: async () => {}, logger: false, handleSignals: 'SIGTERM' });
+     client.tracker.begin('wrun_sig');
+     await client.recovered;
+     process.stdout.write(JSON.stringify({ event: 'ready' }) + '\\n');
+     setInterval(() => {}, 1000); // a server would keep running`,
+  );
+  try {
+    const app = spawnNode(script, { timeoutMs: 20_000 });
+    await app.waitFor('ready', 10_000);
+    app.kill('SIGTERM');
+    const { signal } = await app.exited;
+    assert.equal(signal, 'SIGTERM');
+    const [leave] = fake.of('leave');
+    assert.deepEqual(leave.body, { inFlight: ['wrun_sig'] });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
