@@ -4,7 +4,7 @@
 // namespace), opens a boot epoch through the public protocol, and checks that what the page
 // shows is what the admin API says at that moment, and that the page follows changes by itself.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -139,6 +139,7 @@ describe('admin console', { timeout: 300_000 }, () => {
   const pageErrors = [];
 
   before(async () => {
+    assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium)`);
     service = await Service.start({ adminToken: ADMIN_TOKEN, extraEnv: QUIET });
 
     // Two replicas of one deploy share its boot epoch: 5 batches of 100 runs handed out,

@@ -2,7 +2,7 @@
 // with no database configured, so it starts its embedded PostgreSQL and the seeded `demo`
 // namespace. Plus a small client for its public and admin APIs.
 import { spawn } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,21 @@ export function freePort() {
       server.close(() => ok(port));
     });
   });
+}
+
+/** True while the process runs (a zombie, exited but not yet reaped, counts as gone). */
+function alive(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch (_) {
+    return false;
+  }
+}
+
+/** Sleeps without the event loop, for exit handlers. */
+function pause(ms) {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
 export class Service {
@@ -83,9 +98,15 @@ export class Service {
     });
     this.exited = new Promise((ok) => this.child.on('exit', (code, signal) => ok(code ?? signal)));
     this.child.on('error', () => {});
-    // Last resort if the test process itself ends abruptly: never leave the service behind.
-    this.onExit = () => this.#killGroup('SIGKILL');
+    // If the test process ends without stop() (a crash, Ctrl-C, the runner's timeout), the
+    // service still goes, and so does its database server, which runs in a session of its own.
+    this.onExit = () => this.#stopSync();
+    this.onSignal = (signal) => {
+      this.stop(10_000).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    };
     process.on('exit', this.onExit);
+    process.once('SIGINT', this.onSignal);
+    process.once('SIGTERM', this.onSignal);
   }
 
   async #waitReady(timeoutMs) {
@@ -129,10 +150,18 @@ export class Service {
   }
 
   /**
-   * Stops the service: SIGTERM first, so it stops its embedded PostgreSQL and removes its data
-   * directory, then SIGKILL to the whole process group if it is not gone within graceMs.
+   * Stops the service: SIGTERM first, so that it stops its embedded PostgreSQL and removes its
+   * data directory; SIGKILL to its process group if it is not gone within graceMs, and then the
+   * database server too.
    */
-  async stop(graceMs = 20_000) {
+  stop(graceMs = 20_000) {
+    // Once only: a second SIGTERM to the group would hit the pg_ctl that the service's shutdown
+    // runs to stop its database, and leave the database running.
+    this.stopping ??= this.#stop(graceMs);
+    return this.stopping;
+  }
+
+  async #stop(graceMs) {
     if (!this.child) return;
     this.#killGroup('SIGTERM');
     const gone = await Promise.race([this.exited.then(() => true), sleep(graceMs).then(() => false)]);
@@ -140,13 +169,54 @@ export class Service {
       this.#killGroup('SIGKILL');
       await Promise.race([this.exited, sleep(5000)]);
     }
-    // Anything of the group still alive (a database server it started) goes too.
-    try {
-      process.kill(-this.child.pid, 'SIGKILL');
-    } catch (_) {
-      /* the group is empty */
-    }
+    this.#stopEmbeddedPostgres();
+    this.#forget();
+  }
+
+  /** stop() for an 'exit' handler, where nothing asynchronous runs any more. */
+  #stopSync() {
+    if (!this.child) return;
+    const pid = this.child.pid;
+    if (!this.stopping) this.#killGroup('SIGTERM'); // else stop() sent it already
+    const deadline = Date.now() + 10_000;
+    while (alive(pid) && Date.now() < deadline) pause(100);
+    this.#killGroup('SIGKILL');
+    this.#stopEmbeddedPostgres();
+    this.#forget();
+  }
+
+  #forget() {
     process.off('exit', this.onExit);
+    process.off('SIGINT', this.onSignal);
+    process.off('SIGTERM', this.onSignal);
+    this.child = null;
+  }
+
+  /**
+   * The embedded PostgreSQL outlives a killed JVM (pg_ctl starts it in a session of its own).
+   * Its data directory is in the service's log, its pid in that directory: stop it at once and
+   * remove the directory. Nothing to do after a clean shutdown, which removed the directory.
+   */
+  #stopEmbeddedPostgres() {
+    let dir;
+    try {
+      dir = readFileSync(this.logPath, 'utf8').match(/existing directory (\/[^\s"\\]*epg\d+)/)?.[1];
+    } catch (_) {
+      return;
+    }
+    if (!dir || !existsSync(dir)) return;
+    try {
+      const pid = Number(readFileSync(join(dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      if (pid > 1) {
+        process.kill(pid, 'SIGQUIT'); // PostgreSQL's immediate shutdown
+        const deadline = Date.now() + 5000;
+        while (alive(pid) && Date.now() < deadline) pause(100);
+        if (alive(pid)) process.kill(pid, 'SIGKILL');
+      }
+    } catch (_) {
+      /* no pid file, or already gone */
+    }
+    rmSync(dir, { recursive: true, force: true });
   }
 
   // -----------------------------------------------------------------------------------------------
