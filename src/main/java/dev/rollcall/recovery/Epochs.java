@@ -103,7 +103,7 @@ public class Epochs {
    * open sweeps backs it), and only while an instance is live to claim it.
    */
   public Uni<Optional<Epoch>> openSweep(
-      SqlClient client, String namespace, Snapshot snapshot, long intervalMs) {
+      SqlClient client, String namespace, Snapshot snapshot, long intervalMs, long quietMs) {
     return client
         .preparedQuery("SELECT pg_advisory_xact_lock(hashtext('rollcall.sweep.' || $1))")
         .execute(Tuple.of(namespace))
@@ -119,11 +119,24 @@ public class Epochs {
                             + " AND NOT EXISTS (SELECT 1 FROM rollcall.epochs e"
                             + "   WHERE e.namespace = $1 AND e.kind = 'sweep' AND (e.state = 'open'"
                             + "   OR e.created_at > now() - $4::bigint * interval '1 millisecond'))"
+                            // A deploy is recovering (its boot pass is open, or its instances
+                            // are still registering): that pass covers every run; a sweep now
+                            // would only hand the same runs out again.
+                            + " AND NOT EXISTS (SELECT 1 FROM rollcall.epochs e"
+                            + "   WHERE e.namespace = $1 AND e.kind = 'boot' AND e.state = 'open')"
+                            + " AND NOT EXISTS (SELECT 1 FROM rollcall.instances i"
+                            + "   WHERE i.namespace = $1"
+                            + "   AND i.registered_at > now() - $5::bigint * interval '1 millisecond')"
                             + " ON CONFLICT (namespace) WHERE kind = 'sweep' AND state = 'open'"
                             + " DO NOTHING RETURNING "
                             + Epoch.COLUMNS)
                     .execute(
-                        Tuple.of(namespace, snapshot.maxRunId(), snapshot.takenAt(), intervalMs)))
+                        Tuple.of(
+                            namespace,
+                            snapshot.maxRunId(),
+                            snapshot.takenAt(),
+                            intervalMs,
+                            quietMs)))
         .map(Epochs::first)
         .invoke(
             opened ->

@@ -77,7 +77,15 @@ public class Sweeper {
         conn ->
             source
                 .snapshot(conn)
-                .chain(snapshot -> epochs.openSweep(conn, source.namespace(), snapshot, intervalMs))
+                .chain(
+                    snapshot ->
+                        epochs.openSweep(
+                            conn,
+                            source.namespace(),
+                            snapshot,
+                            intervalMs,
+                            // Two lease TTLs: the replicas of a deploy register within it.
+                            2 * config.leaseTtl().toMillis()))
                 .call(
                     opened ->
                         opened.isPresent()

@@ -43,12 +43,19 @@ class SweepTest extends ApiTestBase {
             + " created_at = created_at - interval '1 day' WHERE kind = 'sweep'");
   }
 
-  /** An instance whose own deploy is recovered, so its claims see only shared work. */
+  /**
+   * An instance whose own deploy is recovered, so its claims see only shared work, and registered
+   * long enough ago (by the database's clock) that its deploy is no longer booting.
+   */
   Instance recovered(String namespace) {
     Instance i = api.register(namespace, deploy, "sweeper-client");
     for (Batch b; (b = api.claimBatch(i, 5000)) != null; ) {
       api.complete(i, b, List.of()).expect(200);
     }
+    Db.update(
+        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
+            + " WHERE namespace = ?",
+        namespace);
     return i;
   }
 
@@ -121,6 +128,29 @@ class SweepTest extends ApiTestBase {
     Db.update(
         "UPDATE " + table + " SET status = 'completed' WHERE id = ANY(?::text[])",
         "{" + String.join(",", stranded) + "}");
+  }
+
+  @Test
+  void noSweepStartsWhileADeployIsRecovering() {
+    recovered(SourceTables.SMALL);
+    Instance booting = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "booting");
+
+    sweeper.runOnce().await().indefinitely();
+
+    assertEquals(0, openSweeps(SourceTables.SMALL), "an instance registered just now");
+    Db.update(
+        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
+            + " WHERE id = ?",
+        booting.id());
+    Batch bootWork = api.claimBatch(booting, 5);
+    sweeper.runOnce().await().indefinitely();
+    assertEquals(0, openSweeps(SourceTables.SMALL), "its boot pass is open");
+    api.complete(booting, bootWork, List.of()).expect(200);
+    for (Batch b; (b = api.claimBatch(booting, 5000)) != null; ) {
+      api.complete(booting, b, List.of()).expect(200);
+    }
+    sweeper.runOnce().await().indefinitely();
+    assertEquals(1, openSweeps(SourceTables.SMALL));
   }
 
   @Test
