@@ -95,6 +95,23 @@ public class Classifier {
    */
   public Uni<List<Verdict>> recheck(
       SqlClient client, RunSource source, Epoch epoch, List<String> runIds) {
+    return lastLook(client, source, epoch, runIds, null);
+  }
+
+  /**
+   * The in-flight runs of a dead instance, after its queue locks were released: handed out as
+   * {@code owner-dead} unless they finished, another live instance has taken them up, or a queued
+   * job (its own redelivered message, say) will wake them — two replays of one run at once would
+   * corrupt its event log. Recent activity is no proof here: it is the dead owner's own.
+   */
+  public Uni<List<Verdict>> takeover(
+      SqlClient client, RunSource source, List<String> runIds, UUID deadInstanceId) {
+    return lastLook(client, source, null, runIds, deadInstanceId);
+  }
+
+  /** A final verdict on runs known by id: a re-check ({@code dead} null) or a takeover. */
+  private Uni<List<Verdict>> lastLook(
+      SqlClient client, RunSource source, Epoch epoch, List<String> runIds, UUID dead) {
     return source
         .lookup(client, runIds, config.effectiveActivityFence())
         .chain(
@@ -111,44 +128,15 @@ public class Classifier {
                               verdicts.add(Verdict.skip(id, name, Reason.TERMINAL));
                             } else if (facts.owners().containsKey(id)) {
                               verdicts.add(Verdict.skip(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
+                            } else if (dead != null) {
+                              verdicts.add(
+                                  ev.liveQueuedJob()
+                                      ? Verdict.skip(id, name, Reason.HAS_QUEUED_JOB)
+                                      : Verdict.handOut(id, name, Reason.OWNER_DEAD, dead));
                             } else if (run.recentlyActive() || ev.recentEvent()) {
                               verdicts.add(Verdict.skip(id, name, Reason.RECENTLY_ACTIVE));
                             } else {
                               verdicts.add(settle(source, run, facts, ev));
-                            }
-                          }
-                          return verdicts;
-                        }));
-  }
-
-  /**
-   * The in-flight runs of a dead instance, after its queue locks were released: handed out as
-   * {@code owner-dead} unless they finished, another live instance has taken them up, or a queued
-   * job (its own redelivered message, say) will wake them — two replays of one run at once would
-   * corrupt its event log. Recent activity is no proof here: it is the dead owner's own.
-   */
-  public Uni<List<Verdict>> takeover(
-      SqlClient client, RunSource source, List<String> runIds, UUID deadInstanceId) {
-    return source
-        .lookup(client, runIds, config.effectiveActivityFence())
-        .chain(
-            current ->
-                facts(client, source, null, runIds)
-                    .map(
-                        facts -> {
-                          List<Verdict> verdicts = new ArrayList<>(runIds.size());
-                          for (String id : runIds) {
-                            ScannedRun run = current.get(id);
-                            String name = run == null ? null : run.workflowName();
-                            if (run == null || !source.isActive(run)) {
-                              verdicts.add(Verdict.skip(id, name, Reason.TERMINAL));
-                            } else if (facts.owners().containsKey(id)) {
-                              verdicts.add(Verdict.skip(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
-                            } else if (facts.of(id).liveQueuedJob()) {
-                              verdicts.add(Verdict.skip(id, name, Reason.HAS_QUEUED_JOB));
-                            } else {
-                              verdicts.add(
-                                  Verdict.handOut(id, name, Reason.OWNER_DEAD, deadInstanceId));
                             }
                           }
                           return verdicts;
