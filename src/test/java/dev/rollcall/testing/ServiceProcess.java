@@ -82,6 +82,21 @@ public final class ServiceProcess implements AutoCloseable {
     throw new IllegalStateException(name + " was not ready within " + timeout);
   }
 
+  /** Resident memory of the process in MiB, from /proc (Linux), or -1 when unknown. */
+  public long residentMiB() {
+    try {
+      for (String line :
+          Files.readAllLines(Path.of("/proc", String.valueOf(process.pid()), "status"))) {
+        if (line.startsWith("VmRSS:")) {
+          return Long.parseLong(line.replaceAll("[^0-9]", "")) / 1024;
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      return -1;
+    }
+    return -1;
+  }
+
   /** The service's API root. */
   public URI base() {
     return URI.create("http://localhost:" + httpPort + "/");
