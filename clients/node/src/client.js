@@ -253,8 +253,11 @@ export class RecoveryClient {
         return;
       } catch (error) {
         if (!(error instanceof RollcallError) || !error.retryable) throw error;
-        const delay = backoff(attempt);
-        if (now() + delay > deadline) throw error;
+        // Keep trying until the deadline itself (the last pause is cut short to meet it), so that
+        // the fallback never starts before the configured deadline.
+        const remaining = deadline - now();
+        if (remaining <= 0) throw error;
+        const delay = Math.min(backoff(attempt), remaining);
         this.#log.warn('rollcall not reachable; registering again after a pause', {
           error,
           attempt,
