@@ -574,23 +574,7 @@ public final class EngineRuns {
      * synthetic {@code step_created} and the {@code step_started} (without the input) together.
      */
     void startStepLazily(String runId, String ownerMessageId) throws SQLException {
-      Instant t = now();
-      String stepId = "step_" + ulid();
-      byte[] input = opaque("input of " + stepId);
-      update(
-          "INSERT INTO "
-              + table("workflow_steps")
-              + " (run_id, step_id, step_name, status, attempt, input_cbor, spec_version,"
-              + " created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)",
-          runId,
-          stepId,
-          stepName(),
-          enumValue("pending"),
-          Cbor.encode(input),
-          spec(),
-          utc(t),
-          utc(t));
-      event(runId, "step_created", stepId, map("stepName", stepName(), "input", input), t);
+      String stepId = createStep(runId);
       startStep(
           runId,
           stepId,
