@@ -1,10 +1,5 @@
 package dev.rollcall.testing;
 
-import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
-import java.sql.SQLException;
-import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -21,27 +16,9 @@ public final class Db {
     bound = database;
   }
 
-  private static Connection connect() throws SQLException {
-    return bound.connect();
-  }
-
   /** The first column of every row. */
   public static List<String> column(String sql, Object... params) {
-    try (Connection c = connect();
-        PreparedStatement s = c.prepareStatement(sql)) {
-      for (int i = 0; i < params.length; i++) {
-        s.setObject(i + 1, params[i]);
-      }
-      List<String> values = new ArrayList<>();
-      try (ResultSet rs = s.executeQuery()) {
-        while (rs.next()) {
-          values.add(rs.getString(1));
-        }
-      }
-      return values;
-    } catch (SQLException e) {
-      throw new IllegalStateException(e);
-    }
+    return bound.column(sql, params);
   }
 
   public static long number(String sql, Object... params) {
@@ -53,15 +30,7 @@ public final class Db {
   }
 
   public static int update(String sql, Object... params) {
-    try (Connection c = connect();
-        PreparedStatement s = c.prepareStatement(sql)) {
-      for (int i = 0; i < params.length; i++) {
-        s.setObject(i + 1, params[i]);
-      }
-      return s.executeUpdate();
-    } catch (SQLException e) {
-      throw new IllegalStateException(e);
-    }
+    return bound.update(sql, params);
   }
 
   /** The active run ids of a test namespace's table. */

@@ -8,9 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.file.Files;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.HashSet;
 import java.util.List;
@@ -252,33 +250,11 @@ class EngineFixtureTest {
             + "'");
   }
 
-  private static Set<String> strings(EngineVersion v, String sql) throws SQLException {
-    Set<String> out = new HashSet<>();
-    try (Connection c = DBS.get(v).connect();
-        PreparedStatement s = c.prepareStatement(sql);
-        ResultSet rs = s.executeQuery()) {
-      while (rs.next()) {
-        out.add(rs.getString(1));
-      }
-    }
-    return out;
+  private static Set<String> strings(EngineVersion v, String sql) {
+    return new HashSet<>(DBS.get(v).column(sql));
   }
 
-  private static List<String> row(EngineVersion v, String sql, Object... params)
-      throws SQLException {
-    try (Connection c = DBS.get(v).connect();
-        PreparedStatement s = c.prepareStatement(sql)) {
-      for (int i = 0; i < params.length; i++) {
-        s.setObject(i + 1, params[i]);
-      }
-      try (ResultSet rs = s.executeQuery()) {
-        assertTrue(rs.next(), "no row for " + sql);
-        List<String> out = new ArrayList<>();
-        for (int i = 1; i <= rs.getMetaData().getColumnCount(); i++) {
-          out.add(rs.getString(i));
-        }
-        return out;
-      }
-    }
+  private static List<String> row(EngineVersion v, String sql, Object... params) {
+    return DBS.get(v).row(sql, params);
   }
 }

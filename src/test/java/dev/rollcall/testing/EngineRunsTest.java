@@ -569,46 +569,11 @@ class EngineRunsTest {
     return Long.parseLong(one(v, sql, params));
   }
 
-  private static List<String> column(EngineVersion v, String sql, Object... params)
-      throws SQLException {
-    List<String> out = new ArrayList<>();
-    try (Connection c = DBS.get(v).connect();
-        PreparedStatement s = c.prepareStatement(sql)) {
-      bind(c, s, params);
-      try (ResultSet rs = s.executeQuery()) {
-        while (rs.next()) {
-          out.add(rs.getString(1));
-        }
-      }
-    }
-    return out;
+  private static List<String> column(EngineVersion v, String sql, Object... params) {
+    return DBS.get(v).column(sql, params);
   }
 
-  private static List<String> row(EngineVersion v, String sql, Object... params)
-      throws SQLException {
-    try (Connection c = DBS.get(v).connect();
-        PreparedStatement s = c.prepareStatement(sql)) {
-      bind(c, s, params);
-      try (ResultSet rs = s.executeQuery()) {
-        assertTrue(rs.next(), "no row for " + sql);
-        List<String> out = new ArrayList<>();
-        for (int i = 1; i <= rs.getMetaData().getColumnCount(); i++) {
-          out.add(rs.getString(i));
-        }
-        assertTrue(!rs.next(), "more than one row for " + sql);
-        return out;
-      }
-    }
-  }
-
-  private static void bind(Connection c, PreparedStatement s, Object... params)
-      throws SQLException {
-    for (int i = 0; i < params.length; i++) {
-      if (params[i] instanceof String[] strings) {
-        s.setArray(i + 1, c.createArrayOf("text", strings));
-      } else {
-        s.setObject(i + 1, params[i]);
-      }
-    }
+  private static List<String> row(EngineVersion v, String sql, Object... params) {
+    return DBS.get(v).row(sql, params);
   }
 }

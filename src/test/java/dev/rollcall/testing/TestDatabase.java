@@ -5,7 +5,11 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.postgresql.PostgreSQLContainer;
@@ -123,6 +127,77 @@ public final class TestDatabase implements AutoCloseable {
       }
     } catch (SQLException e) {
       throw new IllegalStateException(e);
+    }
+  }
+
+  /** The first column of every row; a {@code String[]} parameter is bound as a text array. */
+  public List<String> column(String sql, Object... params) {
+    return query(
+        sql,
+        params,
+        rs -> {
+          List<String> out = new ArrayList<>();
+          while (rs.next()) {
+            out.add(rs.getString(1));
+          }
+          return out;
+        });
+  }
+
+  /** Every column of the single row the query returns. */
+  public List<String> row(String sql, Object... params) {
+    return query(
+        sql,
+        params,
+        rs -> {
+          if (!rs.next()) {
+            throw new IllegalStateException("no row for " + sql);
+          }
+          List<String> out = new ArrayList<>();
+          for (int i = 1; i <= rs.getMetaData().getColumnCount(); i++) {
+            out.add(rs.getString(i));
+          }
+          if (rs.next()) {
+            throw new IllegalStateException("more than one row for " + sql);
+          }
+          return out;
+        });
+  }
+
+  /** Runs one update; returns the rows it changed. */
+  public int update(String sql, Object... params) {
+    try (Connection c = connect();
+        PreparedStatement s = c.prepareStatement(sql)) {
+      bind(c, s, params);
+      return s.executeUpdate();
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private interface Reader<T> {
+    T read(ResultSet rs) throws SQLException;
+  }
+
+  private <T> T query(String sql, Object[] params, Reader<T> reader) {
+    try (Connection c = connect();
+        PreparedStatement s = c.prepareStatement(sql)) {
+      bind(c, s, params);
+      try (ResultSet rs = s.executeQuery()) {
+        return reader.read(rs);
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException(sql, e);
+    }
+  }
+
+  private static void bind(Connection c, PreparedStatement s, Object[] params) throws SQLException {
+    for (int i = 0; i < params.length; i++) {
+      if (params[i] instanceof String[] strings) {
+        s.setArray(i + 1, c.createArrayOf("text", strings));
+      } else {
+        s.setObject(i + 1, params[i]);
+      }
     }
   }
 
