@@ -4,15 +4,14 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.ClaimerSwarm;
 import dev.rollcall.testing.ClaimerSwarm.Claimer;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.EngineMix;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import jakarta.inject.Inject;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
@@ -32,25 +31,10 @@ class EngineMixBenchmark extends ApiTestBase {
 
   @Inject MeterRegistry meters;
 
-  /** The seeded states, each a slice of the active runs, and whether it needs a re-drive. */
-  static final Map<String, Boolean> STATES = new LinkedHashMap<>();
-
-  static {
-    STATES.put("pending", true);
-    STATES.put("mid-step", true);
-    STATES.put("due-wait", true);
-    STATES.put("future-wait-with-job", false);
-    STATES.put("future-wait-lost-job", true);
-    STATES.put("hook-parked", true);
-    STATES.put("lost-wake-up", true);
-    STATES.put("job-locked-by-dead-worker", true);
-    STATES.put("job-exhausted", true);
-  }
-
   @Test
   void engineMix() throws Exception {
     int active = Integer.getInteger("bench.runs", 100_000);
-    seed(active);
+    EngineMix.seed(Db.database(), active, 3, EngineMix.ALL);
     long activeRuns =
         Db.number(
             "SELECT count(*) FROM workflow.workflow_runs WHERE status IN ('pending','running')");
@@ -130,90 +114,5 @@ class EngineMixBenchmark extends ApiTestBase {
     return Db.number(
         "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables"
             + " WHERE schemaname = 'workflow' AND relname = 'workflow_runs'");
-  }
-
-  /**
-   * Seeds {@code active} active runs in a mix of states (the state is noted in {@code
-   * execution_context.seeded}, which a scan never reads) and 3 × as many terminal ones, interleaved
-   * by id, with their steps, waits and queue jobs.
-   */
-  private static void seed(int active) {
-    Db.update(
-        "TRUNCATE workflow.workflow_runs, workflow.workflow_steps, workflow.workflow_waits,"
-            + " workflow.workflow_events, workflow.workflow_hooks");
-    Db.update("DELETE FROM graphile_worker._private_jobs");
-    String old = "(now() AT TIME ZONE 'UTC') - interval '1 hour'";
-    int states = STATES.size();
-    List<String> names = new ArrayList<>(STATES.keySet());
-    StringBuilder stateOf = new StringBuilder("(ARRAY[");
-    for (int i = 0; i < states; i++) {
-      stateOf.append(i == 0 ? "" : ",").append("'").append(names.get(i)).append("'");
-    }
-    stateOf.append("])[1 + (n / 4) % ").append(states).append("]");
-    // Every fourth run is active; the others are terminal.
-    Db.update(
-        "INSERT INTO workflow.workflow_runs (id, deployment_id, status, name, created_at,"
-            + " updated_at, execution_context)"
-            + " SELECT 'wrun_' || lpad(n::text, 26, '0'), 'postgres',"
-            + " (CASE WHEN n % 4 <> 0 THEN 'completed'"
-            + "  WHEN "
-            + stateOf
-            + " = 'pending' THEN 'pending' ELSE 'running' END)::workflow.status,"
-            + " 'flow' || (n % 5), "
-            + old
-            + ", "
-            + old
-            + ", CASE WHEN n % 4 = 0 THEN jsonb_build_object('seeded', "
-            + stateOf
-            + ") ELSE '{}'::jsonb END"
-            + " FROM generate_series(1, "
-            + (4 * active)
-            + ") AS n");
-    String of = "FROM workflow.workflow_runs r WHERE r.execution_context->>'seeded' = ";
-    Db.update(
-        "INSERT INTO workflow.workflow_steps (run_id, step_id, step_name, status, attempt,"
-            + " created_at, updated_at) SELECT r.id, 'step_' || r.id, 's', 'running', 1, "
-            + old
-            + ", "
-            + old
-            + " "
-            + of
-            + "'mid-step'");
-    Db.update(
-        "INSERT INTO workflow.workflow_waits (wait_id, run_id, status, resume_at, created_at,"
-            + " updated_at) SELECT 'wait_' || r.id, r.id, 'waiting', CASE"
-            + " WHEN r.execution_context->>'seeded' = 'due-wait' THEN "
-            + old
-            + " ELSE (now() AT TIME ZONE 'UTC') + interval '1 hour' END, "
-            + old
-            + ", "
-            + old
-            + " "
-            + "FROM workflow.workflow_runs r WHERE r.execution_context->>'seeded' IN"
-            + " ('due-wait', 'future-wait-with-job', 'future-wait-lost-job')");
-    String payload =
-        "json_build_object('id', r.name, 'data', encode(convert_to('{\"runId\":\"' || r.id"
-            + " || '\"}', 'UTF8'), 'base64'), 'attempt', 1, 'messageId', 'msg_' || r.id)";
-    Db.column(
-        "SELECT count(graphile_worker.add_job('workflow_flows', "
-            + payload
-            + ", run_at => now() + interval '1 hour', max_attempts => 3)) "
-            + of
-            + "'future-wait-with-job'");
-    Db.column(
-        "SELECT count(graphile_worker.add_job('workflow_flows', "
-            + payload
-            + ", max_attempts => 3)) "
-            + "FROM workflow.workflow_runs r WHERE r.execution_context->>'seeded' IN"
-            + " ('job-locked-by-dead-worker', 'job-exhausted')");
-    Db.update(
-        "UPDATE graphile_worker._private_jobs j SET locked_by = 'worker-dead-bench',"
-            + " locked_at = now() FROM workflow.workflow_runs r WHERE j.payload->>'messageId'"
-            + " = 'msg_' || r.id AND r.execution_context->>'seeded' = 'job-locked-by-dead-worker'");
-    Db.update(
-        "UPDATE graphile_worker._private_jobs j SET attempts = max_attempts"
-            + " FROM workflow.workflow_runs r WHERE j.payload->>'messageId'"
-            + " = 'msg_' || r.id AND r.execution_context->>'seeded' = 'job-exhausted'");
-    Db.update("ANALYZE workflow.workflow_runs");
   }
 }

@@ -17,6 +17,11 @@ public final class Db {
   }
 
   /** The first column of every row. */
+  /** The bound database. */
+  public static TestDatabase database() {
+    return bound;
+  }
+
   public static List<String> column(String sql, Object... params) {
     return bound.column(sql, params);
   }

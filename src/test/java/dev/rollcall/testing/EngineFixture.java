@@ -8,6 +8,7 @@ import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HashMap;
@@ -86,40 +87,11 @@ public final class EngineFixture {
       Path source = version.sourceDir();
       Path dir = version.installDir();
       Files.createDirectories(dir);
-      byte[] lock = Files.readAllBytes(source.resolve("package-lock.json"));
-      byte[] manifest = Files.readAllBytes(source.resolve("package.json"));
-      // Written only after npm succeeded, so an interrupted install never looks finished.
-      Path marker = dir.resolve("installed.sha256");
-      String fingerprint = sha256(lock, manifest);
-      boolean upToDate =
-          Files.exists(dir.resolve("node_modules"))
-              && Files.exists(marker)
-              && fingerprint.equals(Files.readString(marker, StandardCharsets.UTF_8));
-      if (!upToDate) {
-        Files.deleteIfExists(marker);
-        Files.write(dir.resolve("package.json"), manifest);
-        Files.write(dir.resolve("package-lock.json"), lock);
-        Path log = dir.resolve("npm.log");
-        int exit =
-            run(
-                dir,
-                List.of(executable("npm"), "install", "--no-save", "--no-audit", "--no-fund"),
-                Map.of(),
-                log,
-                NPM_TIMEOUT_MINUTES);
-        if (exit != 0) {
-          throw new IllegalStateException(
-              "npm install in "
-                  + dir
-                  + " exited with "
-                  + exit
-                  + "; tail of "
-                  + log
-                  + ":\n"
-                  + tail(log));
-        }
-        Files.writeString(marker, fingerprint, StandardCharsets.UTF_8);
-      }
+      Files.write(dir.resolve("package.json"), Files.readAllBytes(source.resolve("package.json")));
+      Files.write(
+          dir.resolve("package-lock.json"),
+          Files.readAllBytes(source.resolve("package-lock.json")));
+      installPackage(dir);
       String installed = installedEngineVersion(dir);
       if (!version.packageVersion().equals(installed)) {
         throw new IllegalStateException(
@@ -130,6 +102,45 @@ public final class EngineFixture {
                 + version.packageVersion());
       }
       return dir;
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /**
+   * Installs the packages of the npm project in {@code dir} (its {@code package.json} and {@code
+   * package-lock.json}) into its own {@code node_modules}, the way {@link #install(EngineVersion)}
+   * explains, unless that manifest and lockfile were installed there before. npm's output goes to
+   * {@code node_modules/npm.log}.
+   */
+  public static synchronized void installPackage(Path dir) {
+    try {
+      byte[] lock = Files.readAllBytes(dir.resolve("package-lock.json"));
+      byte[] manifest = Files.readAllBytes(dir.resolve("package.json"));
+      // Written only after npm succeeded, so an interrupted install never looks finished.
+      Path modules = dir.resolve("node_modules");
+      Path marker = modules.resolve(".rollcall-installed.sha256");
+      String fingerprint = sha256(lock, manifest);
+      if (Files.exists(marker)
+          && fingerprint.equals(Files.readString(marker, StandardCharsets.UTF_8))) {
+        return;
+      }
+      Files.createDirectories(modules);
+      Files.deleteIfExists(marker);
+      Path log = Files.createTempFile("npm-install", ".log");
+      int exit =
+          run(
+              dir,
+              List.of(executable("npm"), "install", "--no-save", "--no-audit", "--no-fund"),
+              Map.of(),
+              log,
+              NPM_TIMEOUT_MINUTES);
+      if (exit != 0) {
+        throw new IllegalStateException(
+            "npm install in " + dir + " exited with " + exit + "; npm's output:\n" + tail(log));
+      }
+      Files.move(log, modules.resolve("npm.log"), StandardCopyOption.REPLACE_EXISTING);
+      Files.writeString(marker, fingerprint, StandardCharsets.UTF_8);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }

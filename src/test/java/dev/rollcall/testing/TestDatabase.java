@@ -144,6 +144,25 @@ public final class TestDatabase implements AutoCloseable {
         });
   }
 
+  /** Every row, each as its columns' text. */
+  public List<List<String>> rows(String sql, Object... params) {
+    return query(
+        sql,
+        params,
+        rs -> {
+          List<List<String>> out = new ArrayList<>();
+          int columns = rs.getMetaData().getColumnCount();
+          while (rs.next()) {
+            List<String> row = new ArrayList<>(columns);
+            for (int i = 1; i <= columns; i++) {
+              row.add(rs.getString(i));
+            }
+            out.add(row);
+          }
+          return out;
+        });
+  }
+
   /** Every column of the single row the query returns. */
   public List<String> row(String sql, Object... params) {
     return query(

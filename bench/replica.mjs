@@ -1,0 +1,97 @@
+// One application replica for the benchmarks and the chaos suite, run as its own process.
+// Configured by the JSON in ROLLCALL_BENCH_REPLICA; reports JSON lines on stdout.
+//
+//   mode         "engine": @workflow/world-postgres' own boot recovery, as the published package
+//                does it (`reenqueueActiveRuns` after the queue started);
+//                "rollcall": the engine's queue started WITHOUT that recovery, and the Rollcall
+//                client taking part in the deploy's shared recovery with its graphile enqueuer
+//   dbUrl        the engine's database
+//   url, namespace, secret, deploymentId, name, maxRuns     (rollcall mode)
+//   waitForGo    print "ready", then wait for a line "go" on stdin before recovering (timing)
+//   inFlight     run ids this replica reports as executing for its whole life (rollcall mode)
+//   stayAlive    after recovery, keep running (heartbeating) until killed or told "leave"
+//
+// WORKFLOW_LOCAL_BASE_URL should point at a port nobody listens on: the engine's workers then
+// wait for their executor and never run the jobs being counted.
+import { createInterface } from 'node:readline';
+import { reenqueueActiveRuns } from '@workflow/world';
+import { createWorld } from '@workflow/world-postgres';
+import pg from 'pg';
+import { graphileEnqueuer, startRecovery, startWorldWithoutRecovery } from '../clients/node/src/index.js';
+
+const config = JSON.parse(process.env.ROLLCALL_BENCH_REPLICA);
+const out = (event, fields = {}) => process.stdout.write(JSON.stringify({ event, t: Date.now(), ...fields }) + '\n');
+const lines = createInterface({ input: process.stdin });
+const commands = lines[Symbol.asyncIterator]();
+const nextCommand = async () => {
+  const { value, done } = await commands.next();
+  return done ? null : value.trim();
+};
+
+const world = createWorld({ connectionString: config.dbUrl, jobPrefix: 'workflow_', queueConcurrency: 1, maxPoolSize: 2 });
+await startWorldWithoutRecovery(world);
+const pool = config.mode === 'rollcall' ? new pg.Pool({ connectionString: config.dbUrl, max: 2 }) : null;
+if (pool) await (await pool.connect()).release();
+
+if (config.waitForGo) {
+  out('ready');
+  while ((await nextCommand()) !== 'go') {
+    // wait for the driver
+  }
+}
+
+const started = performance.now();
+if (config.mode === 'engine') {
+  const log = console.log;
+  console.log = () => {}; // "Re-enqueued N active run(s) on startup"
+  await reenqueueActiveRuns(world.runs, world.queue, 'world-postgres');
+  console.log = log;
+  out('result', { elapsedMs: performance.now() - started });
+  // The engine leaves a handle open after close() (its executor wait loop); do not wait for it.
+  await world.close().catch(() => {});
+  process.exit(0);
+}
+
+// The built-in enqueuer (one add_jobs round trip per batch), reporting what each batch held: the
+// moment a takeover batch reaches its new owner is what the dead-owner benchmark times.
+const builtIn = graphileEnqueuer({ pool });
+const enqueue = (runs, { batch }) => {
+  out('claimed', {
+    batchId: batch.id,
+    fence: batch.fence,
+    epochKind: batch.epochKind,
+    runIds: runs.map((r) => r.runId),
+    deadInstanceIds: [...new Set(runs.map((r) => r.deadInstanceId).filter(Boolean))],
+  });
+  return builtIn(runs);
+};
+
+const client = startRecovery({
+  url: config.url,
+  namespace: config.namespace,
+  registrationSecret: config.secret,
+  deploymentId: config.deploymentId,
+  name: config.name,
+  maxRuns: config.maxRuns,
+  enqueue,
+  logger: config.verbose ? undefined : false,
+});
+for (const runId of config.inFlight ?? []) client.tracker.begin(runId);
+client.on('registered', (e) => out('registered', { instanceId: e.instanceId }));
+client.on('batch', (b) => out('batch', { batchId: b.batchId, fence: b.fence, runs: b.runs, epochKind: b.epochKind }));
+client.on('complete-refused', (b) => out('complete-refused', { batchId: b.batchId, status: b.status }));
+
+const outcome = await client.recovered;
+const elapsedMs = performance.now() - started;
+const result = { outcome: { status: outcome.status, mode: outcome.mode, epochId: outcome.epochId }, stats: client.stats, elapsedMs };
+if (config.stayAlive) {
+  out('recovered', result);
+  while ((await nextCommand()) !== 'leave') {
+    // heartbeating in the background until told to leave (or killed)
+  }
+}
+await client.stop();
+await pool.end();
+out('result', result);
+await world.close().catch(() => {});
+process.exit(0);
