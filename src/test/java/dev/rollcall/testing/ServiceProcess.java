@@ -84,10 +84,19 @@ public final class ServiceProcess implements AutoCloseable {
 
   /** Resident memory of the process in MiB, from /proc (Linux), or -1 when unknown. */
   public long residentMiB() {
+    return statusMiB("VmRSS:");
+  }
+
+  /** The most resident memory the process has had, in MiB, from /proc (Linux), or -1. */
+  public long peakResidentMiB() {
+    return statusMiB("VmHWM:");
+  }
+
+  private long statusMiB(String field) {
     try {
       for (String line :
           Files.readAllLines(Path.of("/proc", String.valueOf(process.pid()), "status"))) {
-        if (line.startsWith("VmRSS:")) {
+        if (line.startsWith(field)) {
           return Long.parseLong(line.replaceAll("[^0-9]", "")) / 1024;
         }
       }
@@ -95,6 +104,69 @@ public final class ServiceProcess implements AutoCloseable {
       return -1;
     }
     return -1;
+  }
+
+  /**
+   * CPU time (user + system) the process has used so far, in milliseconds, from /proc (Linux; at
+   * the usual 100 clock ticks a second), or -1 when unknown.
+   */
+  public long cpuMillis() {
+    try {
+      String stat = Files.readString(Path.of("/proc", String.valueOf(process.pid()), "stat"));
+      // Fields after the command name, which is in parentheses and may hold spaces.
+      String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+      return (Long.parseLong(f[11]) + Long.parseLong(f[12])) * 10;
+    } catch (IOException | RuntimeException e) {
+      return -1;
+    }
+  }
+
+  public long pid() {
+    return process.pid();
+  }
+
+  /** The management interface's root (health, metrics). */
+  public URI managementBase() {
+    return URI.create("http://localhost:" + managementPort + "/");
+  }
+
+  /**
+   * Every sample of the Prometheus metrics whose name starts with {@code prefix}, summed over
+   * series that differ only in the labels not named in {@code keepLabels}: key {@code
+   * name{label="value",...}} with the kept labels in the order given.
+   */
+  public Map<String, Double> metrics(String prefix, List<String> keepLabels) {
+    Map<String, Double> out = new java.util.TreeMap<>();
+    String text = new Api(managementBase()).send("GET", "q/metrics", null, null).expect(200).raw();
+    for (String line : text.split("\n")) {
+      if (!line.startsWith(prefix)) {
+        continue;
+      }
+      int brace = line.indexOf('{');
+      int space = line.lastIndexOf(' ');
+      String name = brace < 0 ? line.substring(0, space) : line.substring(0, brace);
+      StringBuilder key = new StringBuilder(name);
+      if (brace >= 0) {
+        String labels = line.substring(brace + 1, line.lastIndexOf('}'));
+        StringBuilder kept = new StringBuilder();
+        for (String label : keepLabels) {
+          java.util.regex.Matcher m =
+              java.util.regex.Pattern.compile("(?:^|,)" + label + "=\"([^\"]*)\"").matcher(labels);
+          if (m.find()) {
+            kept.append(kept.length() == 0 ? "" : ",")
+                .append(label)
+                .append("=\"")
+                .append(m.group(1))
+                .append('"');
+          }
+        }
+        if (kept.length() > 0) {
+          key.append('{').append(kept).append('}');
+        }
+      }
+      out.merge(key.toString(), Double.parseDouble(line.substring(space + 1)), Double::sum);
+    }
+    return out;
   }
 
   /** The service's API root. */

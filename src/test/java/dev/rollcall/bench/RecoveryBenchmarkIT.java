@@ -1,0 +1,388 @@
+package dev.rollcall.bench;
+
+import dev.rollcall.testing.EngineFixture;
+import dev.rollcall.testing.EngineMix;
+import dev.rollcall.testing.NodeReplica;
+import dev.rollcall.testing.ServiceProcess;
+import dev.rollcall.testing.TestDatabase;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Boot recovery of one deploy, side by side on the same seeded database: the engine's own recovery,
+ * Rollcall (N client processes against one and against two service replicas) and the floor (one
+ * set-based statement). The engine's schema is built by the package's own migrations and holds R
+ * active runs in the {@link EngineMix#DEPLOY_MIX} mix with 3 × R terminal runs between them.
+ *
+ * <p>For each scenario the replicas start, get ready (Node loaded, world started, database
+ * connected) and are told "go" together; wall time runs from "go" until the last replica is done.
+ * Between scenarios the jobs they added are deleted, so each starts from the same seed. Rows read
+ * come from PostgreSQL's table statistics (every backend has flushed them 11 s after the scenario).
+ *
+ * <p>{@code bench/run recovery} runs it; {@code -Dbench.runs=10000,100000}, {@code
+ * -Dbench.replicas=1,4,16}, {@code -Dbench.engine-cap=300} (seconds after which an engine scenario
+ * is stopped and reported as unfinished).
+ */
+@Tag("benchmark")
+class RecoveryBenchmarkIT {
+
+  private static final String NAMESPACE = "engine";
+  private static final String SECRET = "bench-registration-secret";
+  private static final Duration STATS_FLUSH = Duration.ofSeconds(11);
+
+  private final List<Integer> sizes = ints(System.getProperty("bench.runs", "10000,100000"));
+  private final List<Integer> replicaCounts = ints(System.getProperty("bench.replicas", "1,4,16"));
+  private final Duration engineCap = Duration.ofSeconds(Long.getLong("bench.engine-cap", 300));
+  private final int batch = Integer.getInteger("bench.batch", 500);
+  private final List<String> scenarios =
+      List.of(System.getProperty("bench.scenarios", "engine,rollcall").split(","));
+
+  private TestDatabase db;
+  private List<ServiceProcess> services;
+  private long seedJobs;
+  private long rowsReadMark;
+
+  @Test
+  void sideBySide() throws Exception {
+    NodeReplica.install();
+    try (TestDatabase database = TestDatabase.start()) {
+      db = database;
+      EngineFixture.setUpSchemas(db);
+      Map<String, String> settings = new HashMap<>();
+      String p = "rollcall.namespaces.\"" + NAMESPACE + "\".";
+      settings.put(p + "registration-secret", SECRET);
+      settings.put(p + "source.kind", "world-postgres");
+      settings.put(p + "source.create-active-index", "true");
+      // Only boot recovery is measured: no periodic sweep reading the runs table meanwhile.
+      settings.put("rollcall.sweep.interval", "off");
+      CompletableFuture<ServiceProcess> second =
+          CompletableFuture.supplyAsync(() -> start("bench-replica-b", settings));
+      ServiceProcess first = start("bench-replica-a", settings);
+      services = List.of(first, second.join());
+      try {
+        List<String> report = new ArrayList<>();
+        for (int runs : sizes) {
+          report.addAll(size(runs));
+        }
+        System.out.println();
+        report.forEach(System.out::println);
+      } finally {
+        for (ServiceProcess s : services) {
+          s.close();
+        }
+      }
+    }
+  }
+
+  /** Every scenario on R active runs; returns the printed report. */
+  private List<String> size(int runs) throws Exception {
+    EngineMix.seed(db, runs, 3, EngineMix.DEPLOY_MIX);
+    seedJobs = EngineMix.lastJobId(db);
+    Map<String, Long> seeded = EngineMix.seededByState(db);
+    long needing = EngineMix.needing(db);
+    Thread.sleep(STATS_FLUSH.toMillis());
+    rowsReadMark = settledRowsRead();
+
+    Map<String, Result> results = new LinkedHashMap<>();
+    Result floor = floor();
+    results.put("floor", floor);
+    for (int n : replicaCounts) {
+      if (scenarios.contains("engine")) {
+        results.put("engine N=" + n, engine(n));
+      }
+      if (scenarios.contains("rollcall")) {
+        results.put("rollcall N=" + n + ", 1 replica", rollcall(n, 1));
+        results.put("rollcall N=" + n + ", 2 replicas", rollcall(n, 2));
+      }
+    }
+
+    List<String> out = new ArrayList<>();
+    out.add(
+        String.format(
+            "Boot recovery of %,d active runs (%s) + %,d terminal; %,d need a re-drive:",
+            runs, describe(seeded), 3L * runs, needing));
+    out.add("");
+    out.add(
+        "| scenario | wall time | last jobs in | jobs added | jobs per active run | jobs per run needing one"
+            + " | distinct runs | needing runs missed | jobs for runs not needing one"
+            + " | runs rows read per active run | coordinator CPU | coordinator RSS"
+            + " | × floor | × engine |");
+    out.add("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (Map.Entry<String, Result> e : results.entrySet()) {
+      Result r = e.getValue();
+      String key = e.getKey();
+      Result engine =
+          key.startsWith("rollcall")
+              ? results.get("engine " + key.substring("rollcall ".length(), key.indexOf(',')))
+              : null;
+      out.add(
+          String.format(
+              "| %s | %s | %s | %,d | %.2f | %.2f | %,d | %,d | %,d | %.2f | %s | %s | %.1f | %s |",
+              key,
+              r.wall(),
+              r.enqueuedMillis < 0 ? "–" : String.format("%.2f s", r.enqueuedMillis / 1000.0),
+              r.jobs,
+              (double) r.jobs / runs,
+              (double) r.jobsForNeeding / needing,
+              r.distinct,
+              needing - r.distinctNeeding,
+              r.jobs - r.jobsForNeeding,
+              (double) r.rowsRead / runs,
+              r.cpuMillis < 0 ? "–" : String.format("%.1f s", r.cpuMillis / 1000.0),
+              r.rssMiB < 0 ? "–" : r.rssMiB + " MiB",
+              r.wallMillis / (double) floor.wallMillis,
+              engine == null
+                  ? "–"
+                  : String.format(
+                      engine.capped ? "≤ %.3f" : "%.3f",
+                      r.wallMillis / (double) engine.wallMillis)));
+    }
+    out.add("");
+    out.add("Runs re-driven by seeded state (distinct runs given a job / seeded):");
+    out.add("");
+    out.add("| scenario | " + String.join(" | ", seeded.keySet()) + " |");
+    out.add("|---|" + "---|".repeat(seeded.size()));
+    for (Map.Entry<String, Result> e : results.entrySet()) {
+      StringBuilder row = new StringBuilder("| " + e.getKey() + " |");
+      for (Map.Entry<String, Long> s : seeded.entrySet()) {
+        long[] added = e.getValue().byState.getOrDefault(s.getKey(), new long[2]);
+        row.append(String.format(" %,d / %,d |", added[1], s.getValue()));
+      }
+      out.add(row.toString());
+    }
+    out.add("");
+    out.add(
+        "Where the coordinators' time went (requests served during the scenario, mean time each):");
+    out.add("");
+    out.add("| scenario | registers | heartbeats | claims | completes | classification per page |");
+    out.add("|---|---|---|---|---|---|");
+    for (Map.Entry<String, Result> e : results.entrySet()) {
+      Map<String, Double> m = e.getValue().serviceMetrics;
+      if (m.isEmpty()) {
+        continue;
+      }
+      out.add(
+          String.format(
+              "| %s | %s | %s | %s | %s | %s |",
+              e.getKey(),
+              timing(m, "http_server_requests_seconds", "/instances"),
+              timing(m, "http_server_requests_seconds", "/instances/{id}/heartbeat"),
+              timing(m, "http_server_requests_seconds", "/recovery/claim"),
+              timing(m, "http_server_requests_seconds", "/recovery/batches/{id}/complete"),
+              timing(m, "rollcall_classification_seconds", null)));
+    }
+    out.add("");
+    return out;
+  }
+
+  private static Map<String, Double> serviceMetrics(List<ServiceProcess> coordinators) {
+    Map<String, Double> sum = new java.util.TreeMap<>();
+    for (ServiceProcess s : coordinators) {
+      s.metrics("http_server_requests_seconds_", List.of("uri"))
+          .forEach((k, v) -> sum.merge(k, v, Double::sum));
+      s.metrics("rollcall_classification_seconds_", List.of())
+          .forEach((k, v) -> sum.merge(k, v, Double::sum));
+    }
+    return sum;
+  }
+
+  /** "n × mean ms" of a timer in a metrics delta; {@code uri} null for an unlabelled timer. */
+  private static String timing(Map<String, Double> m, String timer, String uri) {
+    String labels = uri == null ? "" : "{uri=\"" + uri + "\"}";
+    double count = m.getOrDefault(timer + "_count" + labels, 0.0);
+    double seconds = m.getOrDefault(timer + "_sum" + labels, 0.0);
+    return count < 0.5
+        ? "–"
+        : String.format("%,d × %.1f ms", Math.round(count), 1000 * seconds / count);
+  }
+
+  /** What one scenario did. */
+  private static final class Result {
+    long wallMillis;
+    long enqueuedMillis = -1; // from "go" until the last batch's jobs were in the queue
+    boolean capped;
+    long jobs;
+    long jobsForNeeding;
+    long distinct;
+    long distinctNeeding;
+    long rowsRead;
+    long cpuMillis = -1;
+    long rssMiB = -1;
+    Map<String, long[]> byState;
+    Map<String, Double> serviceMetrics = Map.of(); // what the coordinators counted meanwhile
+
+    String wall() {
+      return (capped ? "> " : "") + String.format("%.2f s", wallMillis / 1000.0);
+    }
+  }
+
+  /** The lower bound: one statement enqueues exactly the runs without a live wake-up job. */
+  private Result floor() throws Exception {
+    Result r = new Result();
+    long t0 = System.nanoTime();
+    db.execute(
+        "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY("
+            + "SELECT json_populate_record(NULL::graphile_worker.job_spec, json_build_object("
+            + " 'identifier', 'workflow_flows', 'max_attempts', 3, 'payload', json_build_object("
+            + "  'attempt', 1, 'messageId', 'msg_floor_' || r.id, 'id', r.name, 'data',"
+            + "  encode(convert_to('{\"runId\":\"' || r.id || '\"}', 'UTF8'), 'base64'))))"
+            + " FROM workflow.workflow_runs r WHERE r.status IN ('pending', 'running')"
+            + " AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j"
+            + "  WHERE j.task_id = (SELECT id FROM graphile_worker._private_tasks"
+            + "   WHERE identifier = 'workflow_flows')"
+            + "  AND j.attempts < j.max_attempts"
+            + "  AND (j.locked_at IS NULL OR j.locked_at > now() - interval '4 hours')"
+            + "  AND convert_from(decode(j.payload->>'data', 'base64'), 'UTF8')::json->>'runId'"
+            + "   = r.id)))");
+    r.wallMillis = (System.nanoTime() - t0) / 1_000_000;
+    return measured(r, List.of());
+  }
+
+  /** N replicas of the published engine, each running its own boot recovery. */
+  private Result engine(int n) throws Exception {
+    List<NodeReplica> replicas = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      replicas.add(
+          NodeReplica.start("bench-engine-" + i, db, Map.of("mode", "engine", "waitForGo", true)));
+    }
+    return race(replicas, engineCap, List.of());
+  }
+
+  /** N replicas with the Rollcall client, spread over {@code serviceCount} service replicas. */
+  private Result rollcall(int n, int serviceCount) throws Exception {
+    String deploymentId = "bench-" + UUID.randomUUID();
+    List<NodeReplica> replicas = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      Map<String, Object> config = new HashMap<>();
+      config.put("mode", "rollcall");
+      config.put("waitForGo", true);
+      config.put("url", services.get(i % serviceCount).base().toString());
+      config.put("namespace", NAMESPACE);
+      config.put("secret", SECRET);
+      config.put("deploymentId", deploymentId);
+      config.put("maxRuns", batch);
+      replicas.add(NodeReplica.start("bench-rollcall-" + i, db, config));
+    }
+    return race(replicas, Duration.ofMinutes(10), services.subList(0, serviceCount));
+  }
+
+  /** Starts every replica's recovery at once and waits for all of them (or the cap). */
+  private Result race(List<NodeReplica> replicas, Duration cap, List<ServiceProcess> coordinators)
+      throws Exception {
+    Result r = new Result();
+    try {
+      for (NodeReplica replica : replicas) {
+        replica.await("ready", Duration.ofMinutes(2));
+      }
+      long cpuBefore = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum();
+      Map<String, Double> metricsBefore = serviceMetrics(coordinators);
+      long t0 = System.nanoTime();
+      long goAt = System.currentTimeMillis();
+      for (NodeReplica replica : replicas) {
+        replica.send("go");
+      }
+      long deadline = t0 + cap.toNanos();
+      for (NodeReplica replica : replicas) {
+        long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
+        try {
+          int exit = replica.waitFor(Duration.ofMillis(left));
+          if (exit != 0) {
+            throw new IllegalStateException(
+                replica.name() + " failed with exit " + exit + "; see target/it-logs");
+          }
+          replica.await("result", Duration.ofSeconds(5));
+        } catch (IllegalStateException stillRunning) {
+          if (replica.isAlive()) {
+            r.capped = true;
+            break;
+          }
+          throw stillRunning;
+        }
+      }
+      r.wallMillis = r.capped ? cap.toMillis() : (System.nanoTime() - t0) / 1_000_000;
+      // Rollcall replicas report each batch once its jobs are in; the rest is learning "done".
+      r.enqueuedMillis =
+          replicas.stream()
+              .flatMap(replica -> replica.events("batch").stream())
+              .mapToLong(e -> e.path("t").asLong() - goAt)
+              .max()
+              .orElse(-1);
+      if (!coordinators.isEmpty()) {
+        r.cpuMillis = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum() - cpuBefore;
+        r.rssMiB = coordinators.stream().mapToLong(ServiceProcess::residentMiB).sum();
+        Map<String, Double> delta = new java.util.TreeMap<>(serviceMetrics(coordinators));
+        metricsBefore.forEach((k, v) -> delta.merge(k, -v, Double::sum));
+        r.serviceMetrics = delta;
+      }
+    } finally {
+      for (NodeReplica replica : replicas) {
+        replica.close();
+      }
+    }
+    return measured(r, coordinators);
+  }
+
+  /**
+   * Reads the runs-table statistics once every backend has published them, then counts what the
+   * scenario added and removes it, so the next scenario starts from the seed. The counting reads
+   * the runs table too; the next scenario's mark is taken after it.
+   */
+  private Result measured(Result r, List<ServiceProcess> coordinators) throws Exception {
+    Thread.sleep(STATS_FLUSH.toMillis());
+    r.rowsRead = EngineMix.runsRowsRead(db) - rowsReadMark;
+    r.byState = EngineMix.addedByState(db, seedJobs);
+    for (Map.Entry<String, long[]> e : r.byState.entrySet()) {
+      r.jobs += e.getValue()[0];
+      r.distinct += e.getValue()[1];
+      if (EngineMix.STATES.getOrDefault(e.getKey(), false)) {
+        r.jobsForNeeding += e.getValue()[0];
+        r.distinctNeeding += e.getValue()[1];
+      }
+    }
+    EngineMix.removeAddedJobs(db, seedJobs);
+    rowsReadMark = settledRowsRead();
+    return r;
+  }
+
+  /** The runs-table rows read so far, once this test's own (closed) connections have reported. */
+  private long settledRowsRead() throws InterruptedException {
+    long last = EngineMix.runsRowsRead(db);
+    for (int i = 0; i < 20; i++) {
+      Thread.sleep(500);
+      long now = EngineMix.runsRowsRead(db);
+      if (now == last) {
+        return now;
+      }
+      last = now;
+    }
+    return last;
+  }
+
+  private ServiceProcess start(String name, Map<String, String> settings) {
+    try {
+      return ServiceProcess.start(name, db, settings);
+    } catch (Exception e) {
+      throw new IllegalStateException(name + " did not start", e);
+    }
+  }
+
+  private static String describe(Map<String, Long> seeded) {
+    StringBuilder s = new StringBuilder();
+    seeded.forEach(
+        (k, v) -> s.append(s.length() == 0 ? "" : ", ").append(String.format("%s %,d", k, v)));
+    return s.toString();
+  }
+
+  private static List<Integer> ints(String csv) {
+    return Arrays.stream(csv.split(",")).map(String::trim).map(Integer::valueOf).toList();
+  }
+}
