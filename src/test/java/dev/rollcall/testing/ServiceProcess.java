@@ -102,6 +102,11 @@ public final class ServiceProcess implements AutoCloseable {
     return URI.create("http://localhost:" + httpPort + "/");
   }
 
+  /** The service's management root (health, metrics). */
+  public URI managementBase() {
+    return URI.create("http://localhost:" + managementPort + "/");
+  }
+
   /** Kills the process at once, as a crash would (SIGKILL). */
   public void kill() throws InterruptedException {
     process.destroyForcibly();
