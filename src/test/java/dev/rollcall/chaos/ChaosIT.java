@@ -257,6 +257,7 @@ class ChaosIT {
     Api viaFirst = new Api(replicas[0].base());
     Api.Instance probe = viaFirst.register(NAMESPACE, scenario.deploy, "probe");
 
+    assertTrue(epochOpen(epoch), "the recovery finished before the database could be stopped");
     long stopped = System.nanoTime();
     postgres.stop();
     List<Long> downMs = new ArrayList<>();
@@ -289,13 +290,13 @@ class ChaosIT {
       upMs.add(awaitReadiness(r, 200, Duration.ofSeconds(30)) - restarted);
     }
     long outageTotalMs = (restarted - stopped) / 1_000_000;
+    log("pg-restart: replicas ready again");
     fleet.pace(0);
 
     // The engine's processes do not survive a database restart: world-postgres 4.3.7 keeps a
     // LISTEN connection without an error listener, so PostgreSQL ending it is an unhandled
     // 'error' event and the process exits. A supervisor (Kubernetes) starts them again, with the
     // same deploymentId; so does this.
-    log("pg-restart: replicas ready again");
     awaitClosed(epoch, fleet::restartExited);
     log("pg-restart: epoch closed");
     fleet.awaitRecovered(epoch);
