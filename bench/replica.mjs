@@ -10,6 +10,10 @@
 //   waitForGo    print "ready", then wait for a line "go" on stdin before recovering (timing)
 //   inFlight     run ids this replica reports as executing for its whole life (rollcall mode)
 //   stayAlive    after recovery, keep running (heartbeating) until killed or told "leave"
+//   enqueueDelayMs  (rollcall mode) a pause around each batch's enqueue, half before it and half
+//                between the enqueue and the complete, so that a recovery lasts long enough for
+//                the chaos suite's kills to land inside batches on both sides of their enqueue;
+//                a line "pace <ms>" on stdin changes it at any time (0 ends the pauses)
 //
 // WORKFLOW_LOCAL_BASE_URL should point at a port nobody listens on: the engine's workers then
 // wait for their executor and never run the jobs being counted.
@@ -23,6 +27,12 @@ const config = JSON.parse(process.env.ROLLCALL_BENCH_REPLICA);
 const out = (event, fields = {}) => process.stdout.write(JSON.stringify({ event, t: Date.now(), ...fields }) + '\n');
 const lines = createInterface({ input: process.stdin });
 const commands = lines[Symbol.asyncIterator]();
+let enqueueDelayMs = config.enqueueDelayMs ?? 0;
+lines.on('line', (line) => {
+  const pace = /^pace (\d+)$/.exec(line.trim());
+  if (pace) enqueueDelayMs = Number(pace[1]);
+});
+const pause = (ms) => (ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : undefined);
 const nextCommand = async () => {
   const { value, done } = await commands.next();
   return done ? null : value.trim();
@@ -31,6 +41,9 @@ const nextCommand = async () => {
 const world = createWorld({ connectionString: config.dbUrl, jobPrefix: 'workflow_', queueConcurrency: 1, maxPoolSize: 2 });
 await startWorldWithoutRecovery(world);
 const pool = config.mode === 'rollcall' ? new pg.Pool({ connectionString: config.dbUrl, max: 2 }) : null;
+// An idle connection the database drops (a restart) is discarded by the pool; without a listener
+// its 'error' event would end the process.
+pool?.on('error', (error) => out('pool-error', { message: error.message }));
 if (pool) await (await pool.connect()).release();
 
 if (config.waitForGo) {
@@ -55,7 +68,7 @@ if (config.mode === 'engine') {
 // The built-in enqueuer (one add_jobs round trip per batch), reporting what each batch held: the
 // moment a takeover batch reaches its new owner is what the dead-owner benchmark times.
 const builtIn = graphileEnqueuer({ pool });
-const enqueue = (runs, { batch }) => {
+const enqueue = async (runs, { batch }) => {
   out('claimed', {
     batchId: batch.id,
     fence: batch.fence,
@@ -63,7 +76,10 @@ const enqueue = (runs, { batch }) => {
     runIds: runs.map((r) => r.runId),
     deadInstanceIds: [...new Set(runs.map((r) => r.deadInstanceId).filter(Boolean))],
   });
-  return builtIn(runs);
+  await pause(enqueueDelayMs / 2);
+  const result = await builtIn(runs);
+  await pause(enqueueDelayMs / 2);
+  return result;
 };
 
 const client = startRecovery({

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.exc.MismatchedInputException;
 import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
 import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems;
+import io.vertx.pgclient.PgException;
 import io.vertx.sqlclient.ClosedConnectionException;
 import jakarta.ws.rs.WebApplicationException;
 import jakarta.ws.rs.core.Response;
@@ -136,6 +137,14 @@ public class ProblemMapper {
     return Problem.of("invalid-request", "Invalid request", 400, detail, Map.of()).toResponse();
   }
 
+  private static boolean unavailable(String sqlState) {
+    return sqlState != null
+        && (sqlState.startsWith("08")
+            || sqlState.equals("57P01")
+            || sqlState.equals("57P02")
+            || sqlState.equals("57P03"));
+  }
+
   private static String at(JsonMappingException e) {
     if (e.getPath() == null || e.getPath().isEmpty()) {
       return "";
@@ -147,9 +156,16 @@ public class ProblemMapper {
         + "'";
   }
 
-  private static boolean databaseUnreachable(Throwable e) {
+  static boolean databaseUnreachable(Throwable e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof ConnectException || t instanceof ClosedConnectionException) {
+        return true;
+      }
+      // The server itself says it cannot serve: a connection exception (class 08), or it is
+      // shutting down, restarting or not yet accepting connections (57P01 admin shutdown, 57P02
+      // crash shutdown, 57P03 cannot connect now). Seen while PostgreSQL restarts (ChaosIT);
+      // without this those requests were 500 internal-error instead of a retryable 503.
+      if (t instanceof PgException pg && unavailable(pg.getSqlState())) {
         return true;
       }
       String message = String.valueOf(t.getMessage());

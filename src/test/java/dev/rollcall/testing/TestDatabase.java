@@ -74,6 +74,14 @@ public final class TestDatabase implements AutoCloseable {
     }
   }
 
+  /**
+   * A database someone else owns and stops (a {@link RestartablePostgres}, say): closing this
+   * handle leaves the database running.
+   */
+  public static TestDatabase of(String jdbcUrl, String user, String password, String origin) {
+    return new TestDatabase(jdbcUrl, user, password, () -> {}, origin);
+  }
+
   private static boolean dockerAvailable() {
     try {
       return DockerClientFactory.instance().isDockerAvailable();
