@@ -228,15 +228,22 @@ public class InstanceService {
                           new Heartbeat(
                               row.getOffsetDateTime("lease_expires_at"),
                               row.getBoolean("recovery_pending"),
-                              Optional.ofNullable(peerExpiresInMs)
-                                  .map(
-                                      ms ->
-                                          Math.max(0, ms)
-                                              + reaperInterval().plus(RECHECK_MARGIN).toMillis()));
+                              Optional.ofNullable(peerExpiresInMs).map(this::recheckAfterMs));
                       return inFlight.isEmpty()
                           ? Uni.createFrom().item(beat)
                           : ownership.replace(conn, caller, inFlight.get()).replaceWith(beat);
                     }));
+  }
+
+  /**
+   * When the takeover of a peer whose lease runs out in {@code peerExpiresInMs} (negative: ran out
+   * that long ago) should be open: one reaper interval and {@link #RECHECK_MARGIN} after the
+   * expiry, and not sooner than a quarter interval from now, so that a pass running late costs a
+   * few beats at most before the window of {@link #PEER_EXPIRES_IN_MS} closes.
+   */
+  private long recheckAfterMs(long peerExpiresInMs) {
+    long reaperMs = reaperInterval().toMillis();
+    return Math.max(peerExpiresInMs + reaperMs + RECHECK_MARGIN.toMillis(), reaperMs / 4);
   }
 
   /**

@@ -118,9 +118,14 @@ class TakeoverTest extends ApiTestBase {
     long recheck = recheckAfterMs(watcher);
     assertTrue(recheck > 2000 && recheck <= 2600, "recheck after " + recheck + " ms");
 
-    // Ran out, not reaped yet: one reaper interval more.
+    // Ran out half a second ago, not reaped yet: once the reaper has had its interval.
     leaseLeft(peer, -500);
-    assertEquals(1100, recheckAfterMs(watcher));
+    recheck = recheckAfterMs(watcher);
+    assertTrue(recheck > 400 && recheck <= 600, "recheck after " + recheck + " ms");
+
+    // Ran out just over a reaper interval ago: soon, not at once.
+    leaseLeft(peer, -1500);
+    assertEquals(250, recheckAfterMs(watcher));
 
     // The reaper is far behind: no faster beats, the usual ones carry the news.
     leaseLeft(peer, -5000);
