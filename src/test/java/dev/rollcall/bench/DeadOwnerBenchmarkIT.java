@@ -10,6 +10,9 @@ import dev.rollcall.testing.NodeReplica;
 import dev.rollcall.testing.ServiceProcess;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TestDatabase;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -105,8 +108,13 @@ class DeadOwnerBenchmarkIT {
       replicas.add(survivor);
       JsonNode boot = survivor.await("recovered", BOOT);
       System.out.printf(
-          "%nDead-owner benchmark (seed %d): boot recovery by the survivor %s in %d ms%n",
-          seed, boot.at("/outcome/status").asText(), boot.path("elapsedMs").asLong());
+          "%nDead-owner benchmark (seed %d, %d cores, load %s): boot recovery by the survivor %s"
+              + " in %d ms%n",
+          seed,
+          Runtime.getRuntime().availableProcessors(),
+          loadAverage(),
+          boot.at("/outcome/status").asText(),
+          boot.path("elapsedMs").asLong());
 
       List<String> kinds = new ArrayList<>();
       IntStream.range(0, kills).forEach(i -> kinds.add("kill"));
@@ -128,6 +136,15 @@ class DeadOwnerBenchmarkIT {
         report(victims, claims);
         long never = victims.stream().filter(v -> !claims.containsKey(v.instanceId())).count();
         assertEquals(0, never, "victims never taken over");
+        // Taken over means enqueued: a claimer killed with the batch in hand does not count (its
+        // batch comes back once its own death is noticed).
+        List<String> lost = notEnqueued(victims);
+        for (long until = System.nanoTime() + SETTLE.toNanos();
+            !lost.isEmpty() && System.nanoTime() < until;
+            lost = notEnqueued(victims)) {
+          Thread.sleep(1_000);
+        }
+        assertEquals(List.of(), lost, "victims whose runs were not all enqueued");
         for (Victim v : victims) {
           assertEquals(
               v.runIds().stream().sorted().toList(),
@@ -297,10 +314,75 @@ class DeadOwnerBenchmarkIT {
                 never,
                 target));
       }
+      printSlowest(victims, claims);
+      System.out.printf("%n  load average at the end: %s%n", loadAverage());
       System.out.printf(
           "%n| from | to | n | p50 | p99 | max | target (p99) | met |%n"
               + "|---|---|---|---|---|---|---|---|%n%s%n",
           String.join("\n", lines));
+    }
+
+    /** The victims taken over last, with their takeover's batches as the service saw them. */
+    private void printSlowest(List<Victim> victims, Map<String, Claim> claims) {
+      System.out.printf("%n  slowest takeovers (ms after the kill or leave):%n");
+      victims.stream()
+          .filter(v -> claims.containsKey(v.instanceId()))
+          .sorted(
+              (a, b) ->
+                  Long.compare(
+                      claims.get(b.instanceId()).at() - b.endedAt(),
+                      claims.get(a.instanceId()).at() - a.endedAt()))
+          .limit(5)
+          .forEach(
+              v -> {
+                Claim c = claims.get(v.instanceId());
+                System.out.printf(
+                    "    %s %s: first claimed by %s after %d; hand-outs %s%n",
+                    v.kind(), v.replica().name(), c.by(), c.at() - v.endedAt(), handOuts(v));
+              });
+    }
+
+    /** Each lease of the victim's takeover batches: fence, holder, ms after the end, outcome. */
+    private List<String> handOuts(Victim v) {
+      return db.column(
+          "SELECT concat_ws(' ', 'fence', l.fence, 'to', i.name, 'at',"
+              + " (extract(epoch FROM min(l.recorded_at)) * 1000)::bigint - ?, string_agg(DISTINCT"
+              + " l.outcome, '/')) FROM rollcall.epochs e JOIN rollcall.ledger l ON l.epoch_id = e.id"
+              + " LEFT JOIN rollcall.instances i ON i.id = l.instance_id"
+              + " WHERE e.subject_instance_id = ?::uuid AND l.batch_id IS NOT NULL"
+              + " GROUP BY l.batch_id, l.fence, i.name ORDER BY l.batch_id, l.fence",
+          v.endedAt(),
+          v.instanceId());
+    }
+
+    /** Victims whose in-flight runs were not all enqueued by their takeover. */
+    private List<String> notEnqueued(List<Victim> victims) {
+      return victims.stream()
+          .filter(
+              v ->
+                  db.column(
+                              "SELECT DISTINCT l.run_id FROM rollcall.epochs e"
+                                  + " JOIN rollcall.ledger l ON l.epoch_id = e.id"
+                                  + " WHERE e.subject_instance_id = ?::uuid"
+                                  + " AND l.outcome = 'enqueued'",
+                              v.instanceId())
+                          .size()
+                      != v.runIds().size())
+          .map(v -> v.replica().name())
+          .toList();
+    }
+
+    /**
+     * The 1, 5 and 15 minute load averages (Linux): figures measured beside other work are not
+     * comparable.
+     */
+    private static String loadAverage() {
+      try {
+        String[] f = Files.readString(Path.of("/proc/loadavg")).split(" ");
+        return f[0] + " " + f[1] + " " + f[2];
+      } catch (IOException | RuntimeException e) {
+        return "unknown";
+      }
     }
 
     /** Per takeover's subject: {opened, lease expired} in epoch milliseconds (database clock). */
