@@ -263,6 +263,7 @@ class DeadOwnerBenchmarkIT {
         List<Long> toExpiry = new ArrayList<>();
         List<Long> toOpened = new ArrayList<>();
         List<Long> toClaimed = new ArrayList<>();
+        List<Long> toFirstLease = new ArrayList<>();
         int bySurvivor = 0;
         for (Victim v : of) {
           Claim c = claims.get(v.instanceId());
@@ -283,6 +284,9 @@ class DeadOwnerBenchmarkIT {
               toOpened.add(opened - v.endedAt());
             }
             toClaimed.add(c.at() - opened);
+            if (e[2] >= 0) {
+              toFirstLease.add(e[2] - v.endedAt());
+            }
           }
         }
         int never = of.size() - total.size();
@@ -307,6 +311,11 @@ class DeadOwnerBenchmarkIT {
         }
         System.out.printf(
             "    takeover opened → claimed:       %s%n", Latencies.summary(toClaimed));
+        // A holder killed with the batch in hand before its enqueuer saw it: the batch comes
+        // back only once that holder's own death is noticed. The first lease leaves that out.
+        System.out.printf(
+            "    (%s → first leased, whoever held it: %s)%n",
+            kill ? "kill" : "leave", Latencies.summary(toFirstLease));
         lines.add(
             Latencies.markdownRow(
                 kill ? "`kill -9` of a replica" : "graceful leave (`client.stop()`)",
@@ -325,6 +334,8 @@ class DeadOwnerBenchmarkIT {
     /** The victims taken over last, with their takeover's batches as the service saw them. */
     private void printSlowest(List<Victim> victims, Map<String, Claim> claims) {
       System.out.printf("%n  slowest takeovers (ms after the kill or leave):%n");
+      Map<String, Long> endedByName = new HashMap<>();
+      victims.forEach(v -> endedByName.put(v.replica().name(), v.endedAt()));
       victims.stream()
           .filter(v -> claims.containsKey(v.instanceId()))
           .sorted(
@@ -338,21 +349,43 @@ class DeadOwnerBenchmarkIT {
                 Claim c = claims.get(v.instanceId());
                 System.out.printf(
                     "    %s %s: first claimed by %s after %d; hand-outs %s%n",
-                    v.kind(), v.replica().name(), c.by(), c.at() - v.endedAt(), handOuts(v));
+                    v.kind(),
+                    v.replica().name(),
+                    c.by(),
+                    c.at() - v.endedAt(),
+                    handOuts(v, endedByName));
               });
     }
 
-    /** Each lease of the victim's takeover batches: fence, holder, ms after the end, outcome. */
-    private List<String> handOuts(Victim v) {
-      return db.column(
-          "SELECT concat_ws(' ', 'fence', l.fence, 'to', i.name, 'at',"
-              + " (extract(epoch FROM min(l.recorded_at)) * 1000)::bigint - ?, string_agg(DISTINCT"
-              + " l.outcome, '/')) FROM rollcall.epochs e JOIN rollcall.ledger l ON l.epoch_id = e.id"
-              + " LEFT JOIN rollcall.instances i ON i.id = l.instance_id"
-              + " WHERE e.subject_instance_id = ?::uuid AND l.batch_id IS NOT NULL"
-              + " GROUP BY l.batch_id, l.fence, i.name ORDER BY l.batch_id, l.fence",
-          v.endedAt(),
-          v.instanceId());
+    /**
+     * Each lease of the victim's takeover batches: fence, holder, ms after the victim's end,
+     * outcome, and when the holder itself was killed or left, if it was a victim.
+     */
+    private List<String> handOuts(Victim v, Map<String, Long> endedByName) {
+      return db
+          .rows(
+              "SELECT l.fence, i.name, (extract(epoch FROM min(l.recorded_at)) * 1000)::bigint,"
+                  + " string_agg(DISTINCT l.outcome, '/') FROM rollcall.epochs e"
+                  + " JOIN rollcall.ledger l ON l.epoch_id = e.id"
+                  + " LEFT JOIN rollcall.instances i ON i.id = l.instance_id"
+                  + " WHERE e.subject_instance_id = ?::uuid AND l.batch_id IS NOT NULL"
+                  + " GROUP BY l.batch_id, l.fence, i.name ORDER BY l.batch_id, l.fence",
+              v.instanceId())
+          .stream()
+          .map(
+              r -> {
+                Long holderEnded = endedByName.get(r.get(1));
+                return String.format(
+                    "fence %s to %s at %d %s%s",
+                    r.get(0),
+                    r.get(1),
+                    Long.parseLong(r.get(2)) - v.endedAt(),
+                    r.get(3),
+                    holderEnded == null
+                        ? ""
+                        : " (holder ended at " + (holderEnded - v.endedAt()) + ")");
+              })
+          .toList();
     }
 
     /** Victims whose in-flight runs were not all enqueued by their takeover. */
@@ -385,16 +418,27 @@ class DeadOwnerBenchmarkIT {
       }
     }
 
-    /** Per takeover's subject: {opened, lease expired} in epoch milliseconds (database clock). */
+    /**
+     * Per takeover's subject: {opened, lease expired, first leased (-1: never)} in epoch
+     * milliseconds (database clock).
+     */
     private Map<String, long[]> takeoverTimes() {
       Map<String, long[]> out = new HashMap<>();
       for (List<String> row :
           db.rows(
-              "SELECT subject_instance_id::text,"
-                  + " (extract(epoch FROM created_at) * 1000)::bigint,"
-                  + " (extract(epoch FROM coalesce(subject_lease_expired_at, created_at)) * 1000)"
-                  + "::bigint FROM rollcall.epochs WHERE kind = 'takeover'")) {
-        out.put(row.get(0), new long[] {Long.parseLong(row.get(1)), Long.parseLong(row.get(2))});
+              "SELECT e.subject_instance_id::text,"
+                  + " (extract(epoch FROM e.created_at) * 1000)::bigint,"
+                  + " (extract(epoch FROM coalesce(e.subject_lease_expired_at, e.created_at)) * 1000)"
+                  + "::bigint, (extract(epoch FROM (SELECT min(l.recorded_at) FROM rollcall.ledger l"
+                  + " WHERE l.epoch_id = e.id AND l.batch_id IS NOT NULL)) * 1000)::bigint"
+                  + " FROM rollcall.epochs e WHERE e.kind = 'takeover'")) {
+        out.put(
+            row.get(0),
+            new long[] {
+              Long.parseLong(row.get(1)),
+              Long.parseLong(row.get(2)),
+              row.get(3) == null ? -1 : Long.parseLong(row.get(3))
+            });
       }
       return out;
     }
