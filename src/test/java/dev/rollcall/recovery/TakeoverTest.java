@@ -107,9 +107,10 @@ class TakeoverTest extends ApiTestBase {
 
   @Test
   void aHeartbeatSaysWhenToCheckAgainWhileAPeerHoldingRunsIsAboutToBeDeclaredDead() {
-    Instance watcher = bootedPeer("watcher");
-    Instance peer = api.register(SourceTables.SMALL, deploy, "peer");
-    api.heartbeat(peer, activeRuns(2)).expect(200);
+    // A namespace no other service test registers in: their instances' leases would count too.
+    Instance watcher = api.register(SourceTables.BENCH, deploy, "watcher");
+    Instance peer = api.register(SourceTables.BENCH, deploy, "peer");
+    api.heartbeat(peer, List.of("wrun_a", "wrun_b")).expect(200);
     assertNull(recheckAfterMs(watcher), "a healthy peer renews a full lease ahead");
 
     // The peer's lease runs out in 1.5 s, before the watcher's next beat: beat again once the
@@ -135,6 +136,8 @@ class TakeoverTest extends ApiTestBase {
     Db.update("DELETE FROM rollcall.ownership WHERE instance_id = ?", peer.id());
     leaseLeft(peer, 1500);
     assertNull(recheckAfterMs(watcher));
+    api.leave(peer).expect(204);
+    api.leave(watcher).expect(204);
   }
 
   Long recheckAfterMs(Instance instance) {
