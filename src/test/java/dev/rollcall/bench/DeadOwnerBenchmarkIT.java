@@ -25,6 +25,7 @@ import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import java.util.stream.StreamSupport;
 import org.junit.jupiter.api.Tag;
@@ -338,12 +339,10 @@ class DeadOwnerBenchmarkIT {
       victims.forEach(v -> endedByName.put(v.replica().name(), v.endedAt()));
       victims.stream()
           .filter(v -> claims.containsKey(v.instanceId()))
-          .sorted(
-              (a, b) ->
-                  Long.compare(
-                      claims.get(b.instanceId()).at() - b.endedAt(),
-                      claims.get(a.instanceId()).at() - a.endedAt()))
-          .limit(5)
+          .collect(Collectors.groupingBy(Victim::kind))
+          .values()
+          .stream()
+          .flatMap(of -> slowest(of, claims, 3).stream())
           .forEach(
               v -> {
                 Claim c = claims.get(v.instanceId());
@@ -355,6 +354,18 @@ class DeadOwnerBenchmarkIT {
                     c.at() - v.endedAt(),
                     handOuts(v, endedByName));
               });
+    }
+
+    /** The {@code n} victims of one kind taken over last. */
+    private static List<Victim> slowest(List<Victim> of, Map<String, Claim> claims, int n) {
+      return of.stream()
+          .sorted(
+              (a, b) ->
+                  Long.compare(
+                      claims.get(b.instanceId()).at() - b.endedAt(),
+                      claims.get(a.instanceId()).at() - a.endedAt()))
+          .limit(n)
+          .toList();
     }
 
     /**
