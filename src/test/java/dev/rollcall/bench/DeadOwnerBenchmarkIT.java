@@ -186,6 +186,12 @@ class DeadOwnerBenchmarkIT {
       } else {
         replica.send("leave");
         replica.await("result", Duration.ofSeconds(30));
+        // The slot's next victim would register right away and claim the takeover at its boot:
+        // a replica started as another leaves. Only the peers already running may claim it.
+        long until = System.nanoTime() + SETTLE.toNanos();
+        while (!firstClaims().containsKey(instanceId) && System.nanoTime() < until) {
+          Thread.sleep(50);
+        }
       }
       return new Victim(kind, replica, instanceId, runIds, endedAt);
     }
