@@ -275,6 +275,6 @@ export declare class RollcallApi {
     retried: number;
     alreadyCompleted: boolean;
   }>;
-  heartbeat(token: string, instanceId: string, inFlight?: string[], timeoutMs?: number): Promise<{ leaseExpiresAt: string; recoveryPending: boolean }>;
+  heartbeat(token: string, instanceId: string, inFlight?: string[], timeoutMs?: number): Promise<{ leaseExpiresAt: string; recoveryPending: boolean; recheckAfterMs?: number }>;
   leave(token: string, instanceId: string, inFlight?: string[]): Promise<null>;
 }

@@ -255,6 +255,54 @@ test('heartbeats carry the in-flight set; recoveryPending makes it claim again',
   await client.stop();
 });
 
+/** A registration answer with a long lease and a 20 s heartbeat interval. */
+const slowBeats = (answer) => ({ ...answer, body: { ...answer.body, leaseTtlMs: 60_000, heartbeatIntervalMs: 20_000 } });
+
+test('recheckAfterMs: it beats again that soon, not a whole interval later, and claims the takeover it reports', async () => {
+  const takeover = batch(7, ['wrun_of_the_dead']);
+  takeover.body.batch.epochKind = 'takeover';
+  const fake = await fakeRollcall({
+    register: () => slowBeats(fake.defaults.register()),
+    // First beat: a peer is about to die, check again in 150 ms. Second beat: its takeover is open.
+    heartbeat: (req, n) => ({
+      status: 200,
+      body:
+        n === 1
+          ? { leaseExpiresAt: new Date().toISOString(), recoveryPending: false, recheckAfterMs: 150 }
+          : { leaseExpiresAt: new Date().toISOString(), recoveryPending: n === 2 },
+    }),
+    claim: (req, n) => (n === 2 ? takeover : { status: 200, body: { status: 'done', epochId: 1 } }),
+  });
+  const enqueued = [];
+  const client = startRecovery(base(fake.url, { enqueue: async (runs) => enqueued.push(...runs.map((r) => r.runId)) }));
+  client.tracker.begin('wrun_mine');
+  await client.recovered;
+  await sleep(600);
+  const beats = fake.of('heartbeat');
+  assert.equal(beats.length, 2, 'one early beat, then nothing until the 20 s interval');
+  const gap = beats[1].at - beats[0].at;
+  assert.ok(gap >= 140 && gap < 500, `the second beat came ${gap} ms after the first`);
+  assert.deepEqual(enqueued, ['wrun_of_the_dead']);
+  assert.ok(fake.of('claim')[1].at >= beats[1].at);
+  await client.stop();
+});
+
+test('recheckAfterMs is ignored when absent, negative, or not sooner than the interval', async () => {
+  const fake = await fakeRollcall({
+    register: () => slowBeats(fake.defaults.register()),
+    heartbeat: (req, n) => ({
+      status: 200,
+      body: { leaseExpiresAt: new Date().toISOString(), recoveryPending: false, recheckAfterMs: n === 1 ? -5 : 25_000 },
+    }),
+  });
+  const client = startRecovery(base(fake.url));
+  client.tracker.begin('wrun_mine');
+  await client.recovered;
+  await sleep(300);
+  assert.equal(fake.of('heartbeat').length, 1);
+  await client.stop();
+});
+
 test('a 410 on a heartbeat fences: claiming stops, onFenced runs, it registers as a new instance', async () => {
   const fake = await fakeRollcall({
     heartbeat: (req) =>

@@ -84,7 +84,10 @@ public class InstanceResource {
         .invoke(caller -> InstanceService.requireSelf(caller, id))
         .invoke(caller -> limiter.heartbeat(caller.instanceId()))
         .chain(caller -> instances.heartbeat(caller, inFlight))
-        .map(h -> new HeartbeatResponse(h.leaseExpiresAt(), h.recoveryPending()));
+        .map(
+            h ->
+                new HeartbeatResponse(
+                    h.leaseExpiresAt(), h.recoveryPending(), h.recheckAfterMs().orElse(null)));
   }
 
   /**

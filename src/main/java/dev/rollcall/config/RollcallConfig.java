@@ -29,6 +29,15 @@ public interface RollcallConfig {
   @WithDefault("1s")
   String reaperInterval();
 
+  /** The reaper's interval, or empty when it is {@code off} here. */
+  default Optional<Duration> reaperEvery() {
+    String value = reaperInterval().trim();
+    if (value.equalsIgnoreCase("off") || value.equalsIgnoreCase("disabled")) {
+      return Optional.empty();
+    }
+    return Optional.of(io.quarkus.runtime.configuration.DurationConverter.parseDuration(value));
+  }
+
   /**
    * Runs with engine activity more recent than this are not re-driven yet (reason {@code
    * recently-active}): a peer may have just started them and not yet reported them. Default: two

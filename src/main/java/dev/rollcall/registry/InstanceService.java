@@ -13,6 +13,7 @@ import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.List;
 import java.util.Optional;
@@ -150,8 +151,36 @@ public class InstanceService {
           + "     AND (b.state = 'ready' OR (b.state = 'leased' AND b.lease_expires_at <= now())))"
           + "   OR EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = e.id)))";
 
-  /** The result of a heartbeat. */
-  public record Heartbeat(OffsetDateTime leaseExpiresAt, boolean recoveryPending) {}
+  /**
+   * Milliseconds until the lease of the first live peer of the namespace ({@code $3}) that holds
+   * something to take over (in-flight runs or leased batches) runs out, when that comes before the
+   * caller's ({@code $1}) next heartbeat ({@code $5} ms); negative when it ran out less than {@code
+   * $6} ms ago and the reaper has not declared it dead yet. NULL otherwise: no peer is about to
+   * die, or the reaper is behind (then the usual heartbeats carry the news, and a stalled reaper
+   * never makes every instance beat faster). Healthy peers renew a full lease TTL ahead, so in a
+   * steady namespace the range holds no row; the partial index on live leases reads nothing.
+   */
+  static final String PEER_EXPIRES_IN_MS =
+      "(SELECT (extract(epoch FROM min(p.lease_expires_at) - now()) * 1000)::bigint"
+          + " FROM rollcall.instances p WHERE p.state = 'live' AND p.namespace = $3 AND p.id <> $1"
+          + " AND p.lease_expires_at < now() + $5::bigint * interval '1 millisecond'"
+          + " AND p.lease_expires_at > now() - $6::bigint * interval '1 millisecond'"
+          + " AND (EXISTS (SELECT 1 FROM rollcall.ownership o WHERE o.instance_id = p.id)"
+          + "   OR EXISTS (SELECT 1 FROM rollcall.batches b WHERE b.claimer_id = p.id"
+          + "     AND b.state = 'leased')))";
+
+  /**
+   * After a peer's lease runs out, the reaper needs up to one interval to open its takeover; this
+   * much more covers the pass itself.
+   */
+  static final Duration RECHECK_MARGIN = Duration.ofMillis(100);
+
+  /**
+   * The result of a heartbeat. {@code recheckAfterMs}: heartbeat again then, a peer's takeover
+   * should be claimable by that time.
+   */
+  public record Heartbeat(
+      OffsetDateTime leaseExpiresAt, boolean recoveryPending, Optional<Long> recheckAfterMs) {}
 
   /**
    * Renews the lease of a live instance and, when given, replaces its in-flight set, in one
@@ -164,7 +193,7 @@ public class InstanceService {
         .invoke(
             beat ->
                 metrics.heartbeat(
-                    caller.namespace(), java.time.Duration.ofNanos(System.nanoTime() - started)));
+                    caller.namespace(), Duration.ofNanos(System.nanoTime() - started)));
   }
 
   private Uni<Heartbeat> renew(Caller caller, Optional<List<String>> inFlight) {
@@ -176,27 +205,53 @@ public class InstanceService {
                         + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
                         + " RETURNING lease_expires_at, "
                         + RECOVERY_PENDING
-                        + " AS recovery_pending")
+                        + " AS recovery_pending, "
+                        + PEER_EXPIRES_IN_MS
+                        + " AS peer_expires_in_ms")
                 .execute(
-                    Tuple.of(
-                        caller.instanceId(),
-                        config.leaseTtl().toMillis(),
-                        caller.namespace(),
-                        caller.deploymentId()))
+                    Tuple.tuple(
+                        List.of(
+                            caller.instanceId(),
+                            config.leaseTtl().toMillis(),
+                            caller.namespace(),
+                            caller.deploymentId(),
+                            config.heartbeatInterval().toMillis(),
+                            2 * reaperInterval().toMillis())))
                 .chain(
                     rows -> {
                       if (rows.size() == 0) {
                         throw new InstanceGone(caller.instanceId());
                       }
                       Row row = rows.iterator().next();
+                      Long peerExpiresInMs = row.getLong("peer_expires_in_ms");
                       Heartbeat beat =
                           new Heartbeat(
                               row.getOffsetDateTime("lease_expires_at"),
-                              row.getBoolean("recovery_pending"));
+                              row.getBoolean("recovery_pending"),
+                              Optional.ofNullable(peerExpiresInMs).map(this::recheckAfterMs));
                       return inFlight.isEmpty()
                           ? Uni.createFrom().item(beat)
                           : ownership.replace(conn, caller, inFlight.get()).replaceWith(beat);
                     }));
+  }
+
+  /**
+   * When the takeover of a peer whose lease runs out in {@code peerExpiresInMs} (negative: ran out
+   * that long ago) should be open: one reaper interval and {@link #RECHECK_MARGIN} after the
+   * expiry, and not sooner than a quarter interval from now, so that a pass running late costs a
+   * few beats at most before the window of {@link #PEER_EXPIRES_IN_MS} closes.
+   */
+  private long recheckAfterMs(long peerExpiresInMs) {
+    long reaperMs = reaperInterval().toMillis();
+    return Math.max(peerExpiresInMs + reaperMs + RECHECK_MARGIN.toMillis(), reaperMs / 4);
+  }
+
+  /**
+   * How long after a lease runs out its takeover opens at the latest: the reaper's interval. Off
+   * here, another service replica may still reap; its default is assumed.
+   */
+  private Duration reaperInterval() {
+    return config.reaperEvery().orElse(Duration.ofSeconds(1));
   }
 
   /** What became of a leave. */

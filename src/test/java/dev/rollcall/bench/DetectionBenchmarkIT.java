@@ -126,7 +126,7 @@ class DetectionBenchmarkIT {
         missing++;
       }
     }
-    return summary(ms) + (missing > 0 ? ", " + missing + " never taken over" : "");
+    return Latencies.summary(ms) + (missing > 0 ? ", " + missing + " never taken over" : "");
   }
 
   private static String serviceSide() {
@@ -136,19 +136,6 @@ class DetectionBenchmarkIT {
                 + " FROM rollcall.epochs WHERE kind = 'takeover' AND subject_lease_expired_at"
                 + " IS NOT NULL")
         .forEach(v -> ms.add(Long.parseLong(v)));
-    return summary(ms);
-  }
-
-  private static String summary(List<Long> ms) {
-    if (ms.isEmpty()) {
-      return "no samples";
-    }
-    Collections.sort(ms);
-    return String.format(
-        "n=%d p50=%d ms p99=%d ms max=%d ms",
-        ms.size(),
-        ms.get((int) Math.floor(0.50 * (ms.size() - 1))),
-        ms.get((int) Math.ceil(0.99 * (ms.size() - 1))),
-        ms.get(ms.size() - 1));
+    return Latencies.summary(ms);
   }
 }

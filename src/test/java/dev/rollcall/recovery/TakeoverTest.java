@@ -1,6 +1,7 @@
 package dev.rollcall.recovery;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -102,6 +103,54 @@ class TakeoverTest extends ApiTestBase {
     assertEquals(
         "closed",
         Db.column("SELECT state FROM rollcall.epochs WHERE id = ?", taken.epochId()).get(0));
+  }
+
+  @Test
+  void aHeartbeatSaysWhenToCheckAgainWhileAPeerHoldingRunsIsAboutToBeDeclaredDead() {
+    // A namespace no other service test registers in: their instances' leases would count too.
+    Instance watcher = api.register(SourceTables.BENCH, deploy, "watcher");
+    Instance peer = api.register(SourceTables.BENCH, deploy, "peer");
+    api.heartbeat(peer, List.of("wrun_a", "wrun_b")).expect(200);
+    assertNull(recheckAfterMs(watcher), "a healthy peer renews a full lease ahead");
+
+    // The peer's lease runs out in 1.5 s, before the watcher's next beat: beat again once the
+    // reaper (1 s, its default, assumed while off here) has had time to open the takeover.
+    leaseLeft(peer, 1500);
+    long recheck = recheckAfterMs(watcher);
+    assertTrue(recheck > 2000 && recheck <= 2600, "recheck after " + recheck + " ms");
+
+    // Ran out half a second ago, not reaped yet: once the reaper has had its interval.
+    leaseLeft(peer, -500);
+    recheck = recheckAfterMs(watcher);
+    assertTrue(recheck > 400 && recheck <= 600, "recheck after " + recheck + " ms");
+
+    // Ran out just over a reaper interval ago: soon, not at once.
+    leaseLeft(peer, -1500);
+    assertEquals(250, recheckAfterMs(watcher));
+
+    // The reaper is far behind: no faster beats, the usual ones carry the news.
+    leaseLeft(peer, -5000);
+    assertNull(recheckAfterMs(watcher));
+
+    // A peer that holds nothing has nothing to take over.
+    Db.update("DELETE FROM rollcall.ownership WHERE instance_id = ?", peer.id());
+    leaseLeft(peer, 1500);
+    assertNull(recheckAfterMs(watcher));
+    api.leave(peer).expect(204);
+    api.leave(watcher).expect(204);
+  }
+
+  Long recheckAfterMs(Instance instance) {
+    JsonNode recheck = api.heartbeat(instance).expect(200).body().get("recheckAfterMs");
+    return recheck == null ? null : recheck.asLong();
+  }
+
+  static void leaseLeft(Instance instance, long ms) {
+    Db.update(
+        "UPDATE rollcall.instances SET lease_expires_at = now() + ? * interval '1 millisecond'"
+            + " WHERE id = ?",
+        ms,
+        instance.id());
   }
 
   /** A batch of a fresh deploy's boot epoch, leased to this instance. */

@@ -37,8 +37,14 @@ public final class Dtos {
   /** {@code DELETE /instances/{id}}; the body is optional: the last in-flight set. */
   public record LeaveRequest(List<String> inFlight) {}
 
-  /** The answer to a heartbeat. */
-  public record HeartbeatResponse(OffsetDateTime leaseExpiresAt, boolean recoveryPending) {}
+  /**
+   * The answer to a heartbeat. {@code recheckAfterMs}, when present, says to heartbeat again after
+   * that many milliseconds rather than a full interval later: a peer holding runs is about to be
+   * declared dead, and its takeover is then claimable.
+   */
+  @JsonInclude(JsonInclude.Include.NON_NULL)
+  public record HeartbeatResponse(
+      OffsetDateTime leaseExpiresAt, boolean recoveryPending, Long recheckAfterMs) {}
 
   /** {@code POST /recovery/claim}; the body is optional. */
   public record ClaimRequest(Integer maxRuns) {}
