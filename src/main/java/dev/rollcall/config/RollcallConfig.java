@@ -31,11 +31,7 @@ public interface RollcallConfig {
 
   /** The reaper's interval, or empty when it is {@code off} here. */
   default Optional<Duration> reaperEvery() {
-    String value = reaperInterval().trim();
-    if (value.equalsIgnoreCase("off") || value.equalsIgnoreCase("disabled")) {
-      return Optional.empty();
-    }
-    return Optional.of(io.quarkus.runtime.configuration.DurationConverter.parseDuration(value));
+    return Intervals.orOff(reaperInterval());
   }
 
   /**

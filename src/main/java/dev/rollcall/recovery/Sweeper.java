@@ -95,10 +95,7 @@ public class Sweeper {
 
   /** The configured interval; {@code off} sweeps never run on their own (but tests may). */
   private Duration interval() {
-    String value = config.sweep().interval().trim();
-    if (value.equalsIgnoreCase("off") || value.equalsIgnoreCase("disabled")) {
-      return Duration.ofMinutes(5);
-    }
-    return io.quarkus.runtime.configuration.DurationConverter.parseDuration(value);
+    return dev.rollcall.config.Intervals.orOff(config.sweep().interval())
+        .orElse(Duration.ofMinutes(5));
   }
 }
