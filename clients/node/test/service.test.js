@@ -275,7 +275,7 @@ describe('against the real service', { timeout: 300_000 }, () => {
 
   test("a run handed out with its owner's message id gets exactly that id and no key; the owner's locked job is left alone", async () => {
     const [run] = await seedRuns(db, { active: 1 });
-    const owner = 'msg_01JOWNERMESSAGE0000000000A';
+    const owner = 'msg_01JAAAAAAAAAAAAAAAAAAAAAAB';
     const ownerPayload = workflowMessagePayload(run, owner);
     await db.query(`SELECT graphile_worker.add_job('workflow_flows', $1::json, max_attempts => 3, job_key => $2)`, [
       JSON.stringify(ownerPayload),
