@@ -16,7 +16,7 @@ const DEFAULTS = {
   completeAttempts: 5,
 };
 
-/** The service answers at most this many in-flight ids in one heartbeat. */
+/** The service accepts at most this many in-flight entries in one heartbeat. */
 export const MAX_IN_FLIGHT = 10_000;
 
 // Backoff of registration, claims and completes: exponential from BASE, capped at MAX, jittered.
@@ -369,7 +369,7 @@ export class RecoveryClient {
     }
     if (!Array.isArray(ids)) return undefined;
     if (ids.length > MAX_IN_FLIGHT) {
-      this.#log.warn(`in-flight set of ${ids.length} runs cut to the service's ${MAX_IN_FLIGHT}`);
+      this.#log.warn(`in-flight set of ${ids.length} entries cut to the service's ${MAX_IN_FLIGHT}`);
       return ids.slice(0, MAX_IN_FLIGHT);
     }
     return ids;

@@ -255,6 +255,32 @@ test('heartbeats carry the in-flight set; recoveryPending makes it claim again',
   await client.stop();
 });
 
+test('in-flight entries carry message ids: objects where the id is known, run ids otherwise, in heartbeats and the leave', async () => {
+  const fake = await fakeRollcall({});
+  const client = startRecovery(base(fake.url));
+  client.tracker.begin('wrun_replay', 'msg_01A');
+  client.tracker.begin('wrun_replay', 'msg_01B');
+  client.tracker.begin('wrun_plain');
+  assert.equal((await client.recovered).status, 'done');
+  assert.deepEqual(fake.of('heartbeat')[0].body, {
+    inFlight: [{ runId: 'wrun_replay', messageId: 'msg_01A' }, { runId: 'wrun_replay', messageId: 'msg_01B' }, 'wrun_plain'],
+  });
+  client.tracker.end('wrun_replay', 'msg_01A');
+  await client.stop();
+  assert.deepEqual(fake.of('leave')[0].body, { inFlight: [{ runId: 'wrun_replay', messageId: 'msg_01B' }, 'wrun_plain'] });
+});
+
+test('an inFlight function may return entries of both forms; malformed ones are not sent', async () => {
+  const fake = await fakeRollcall({});
+  const client = startRecovery({
+    ...base(fake.url),
+    inFlight: () => ['wrun_a', { runId: 'wrun_b', messageId: 'msg_1' }, { runId: 'wrun_c' }, { messageId: 'msg_2' }, '', 7],
+  });
+  assert.equal((await client.recovered).status, 'done');
+  await client.stop();
+  assert.deepEqual(fake.of('leave')[0].body, { inFlight: ['wrun_a', { runId: 'wrun_b', messageId: 'msg_1' }, { runId: 'wrun_c' }] });
+});
+
 /** A registration answer with a long lease and a 20 s heartbeat interval. */
 const slowBeats = (answer) => ({ ...answer, body: { ...answer.body, leaseTtlMs: 60_000, heartbeatIntervalMs: 20_000 } });
 

@@ -45,7 +45,7 @@ export async function seedRuns(db, { active, terminal = 0 }) {
 export async function jobs(db) {
   const { rows } = await db.query(
     `SELECT j.id::bigint AS id, t.identifier AS task, j.payload::text AS payload, j.max_attempts, j.key,
-            j.job_queue_id, j.run_at, j.attempts, j.revision, j.locked_at, j.priority, j.flags
+            j.job_queue_id, j.run_at, j.attempts, j.revision, j.locked_at, j.locked_by, j.priority, j.flags
      FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
      ORDER BY j.id`,
   );
