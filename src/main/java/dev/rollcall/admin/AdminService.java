@@ -351,7 +351,7 @@ public class AdminService {
   public Uni<RunLedger> run(String namespace, String runId) {
     sources.get(namespace);
     return pool.preparedQuery(
-            "SELECT l.*, e.kind FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
+            "SELECT l.*, e.kind FROM rollcall.ledger l LEFT JOIN rollcall.epochs e ON e.id = l.epoch_id"
                 + " WHERE l.namespace = $1 AND l.run_id = $2 ORDER BY l.id")
         .execute(Tuple.of(namespace, runId))
         .chain(

@@ -146,14 +146,15 @@ public final class WorldPostgresSource implements RunSource {
 
   /**
    * Runs with a queued workflow job that will wake them: not exhausted, and unlocked or locked by a
-   * worker of a live instance of this namespace (a dead worker's lock proves nothing). With an
-   * epoch, from the jobs decoded when it opened; without one, straight from the queue.
+   * worker a live instance of this namespace owns, registered or learned (a dead worker's lock
+   * proves nothing). With an epoch, from the jobs decoded when it opened; without one, straight
+   * from the queue.
    */
   private Uni<Set<String>> queuedJobs(SqlClient client, Long epochId, String[] ids) {
     String liveLock =
         " AND j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
-            + "SELECT unnest(i.worker_ids) FROM rollcall.instances i WHERE i.namespace = $2"
-            + " AND i.state = 'live' AND i.lease_expires_at > now()))";
+            + GraphileQueue.liveWorkers("$2")
+            + "))";
     if (epochId != null) {
       return ids(
           client,
