@@ -37,8 +37,10 @@ import org.junit.jupiter.api.Test;
  * <p>Small by default (inside {@code ./mvnw -B verify}); {@code bench/run e2e} runs it at full
  * size. Properties: {@code e2e.kills}, {@code e2e.sigterms}, {@code e2e.combined}, {@code
  * e2e.engine-kills}, {@code e2e.runs} (per round), {@code e2e.step-ms}, {@code e2e.deadline-s},
- * {@code e2e.engine-deadline-s}, {@code e2e.seed}, {@code e2e.recovery} ({@code rollcall}: the
- * client's programmatic API; {@code world}: a world module selected by {@code e2e.target-world}).
+ * {@code e2e.engine-deadline-s}, {@code e2e.seed}, {@code e2e.recovery} ({@code world}, default:
+ * the zero-code world module {@code e2e.target-world}, default {@code @rollcall/client/world};
+ * {@code rollcall}: the client's programmatic API), {@code e2e.line} ({@code 5.0}, default, or
+ * {@code 4.3}).
  */
 @Tag("e2e")
 class EndToEndIT {
@@ -99,7 +101,7 @@ class EndToEndIT {
       env.put("ROLLCALL_NAMESPACE", NAMESPACE);
       env.put("ROLLCALL_SECRET", SECRET);
       env.put("ROLLCALL_DEPLOYMENT_ID", "deploy-" + UUID.randomUUID());
-      if (s.targetWorld() != null) {
+      if (s.recovery().equals("world")) {
         env.put("WORKFLOW_TARGET_WORLD", s.targetWorld());
       }
       String wiring =
@@ -198,8 +200,8 @@ class EndToEndIT {
           Integer.getInteger("e2e.deadline-s", 60),
           Integer.getInteger("e2e.engine-deadline-s", 60),
           Long.getLong("e2e.seed", System.nanoTime()),
-          System.getProperty("e2e.recovery", "rollcall"),
-          System.getProperty("e2e.target-world"),
+          System.getProperty("e2e.recovery", "world"),
+          System.getProperty("e2e.target-world", "@rollcall/client/world"),
           ExampleApp.Line.of(System.getProperty("e2e.line", "5.0")));
     }
   }
@@ -356,11 +358,24 @@ class EndToEndIT {
         String name = "e2e-" + prefix + "-app-" + started++;
         e.put("ROLLCALL_NAME", name);
         ExampleApp.Replica r = ExampleApp.start(settings.line(), name, db, e);
-        if ("rollcall".equals(env.get("E2E_RECOVERY"))) {
-          r.process().await("registered", java.time.Duration.ofSeconds(60));
+        if (env.containsKey("ROLLCALL_URL")) {
+          awaitRegistered(name);
         }
         live.add(r);
         all.add(r);
+      }
+    }
+
+    /** Waits until the replica has registered with Rollcall (whatever its wiring logs). */
+    private void awaitRegistered(String name) throws InterruptedException {
+      long until = System.currentTimeMillis() + 60_000;
+      while (db.column(
+              "SELECT 1 FROM rollcall.instances WHERE name = ? AND namespace = ?", name, NAMESPACE)
+          .isEmpty()) {
+        if (System.currentTimeMillis() > until) {
+          throw new IllegalStateException(name + " did not register with Rollcall within 60 s");
+        }
+        Thread.sleep(100);
       }
     }
 
