@@ -246,6 +246,11 @@ export class RecoveryClient {
     for (let attempt = 1; ; attempt++) {
       if (this.#stopping) throw new Error('stopped');
       const sentAt = now();
+      // What this process executes already (a registration after a fence): published with the
+      // registration itself, and again by the heartbeat that follows it.
+      const inFlight = this.#inFlightSet();
+      if (inFlight?.length) body.inFlight = inFlight;
+      else delete body.inFlight;
       try {
         const answer = await this.#api.register(registrationSecret, body);
         // Publish what this process already executes before any claim can scan those runs.

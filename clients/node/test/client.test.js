@@ -255,16 +255,16 @@ test('heartbeats carry the in-flight set; recoveryPending makes it claim again',
   await client.stop();
 });
 
-test('in-flight entries carry message ids: objects where the id is known, run ids otherwise, in heartbeats and the leave', async () => {
+test('in-flight entries carry message ids: objects where the id is known, run ids otherwise, in the registration, heartbeats and the leave', async () => {
   const fake = await fakeRollcall({});
   const client = startRecovery(base(fake.url));
   client.tracker.begin('wrun_replay', 'msg_01A');
   client.tracker.begin('wrun_replay', 'msg_01B');
   client.tracker.begin('wrun_plain');
   assert.equal((await client.recovered).status, 'done');
-  assert.deepEqual(fake.of('heartbeat')[0].body, {
-    inFlight: [{ runId: 'wrun_replay', messageId: 'msg_01A' }, { runId: 'wrun_replay', messageId: 'msg_01B' }, 'wrun_plain'],
-  });
+  const entries = [{ runId: 'wrun_replay', messageId: 'msg_01A' }, { runId: 'wrun_replay', messageId: 'msg_01B' }, 'wrun_plain'];
+  assert.deepEqual(fake.of('register')[0].body.inFlight, entries, 'published with the registration');
+  assert.deepEqual(fake.of('heartbeat')[0].body, { inFlight: entries });
   client.tracker.end('wrun_replay', 'msg_01A');
   await client.stop();
   assert.deepEqual(fake.of('leave')[0].body, { inFlight: [{ runId: 'wrun_replay', messageId: 'msg_01B' }, 'wrun_plain'] });

@@ -3,31 +3,23 @@
 // 0.16.6's queue). Replicas are separate node processes. Everything runs on loopback, is bounded
 // in time, and every process started here is killed in `after`, also when a test fails.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { createWorld } from '@workflow/world-postgres';
 import { WorkflowInvokePayloadSchema } from '@workflow/world';
 import { graphileEnqueuer, startRecovery, startWorldWithoutRecovery, trackWorld, createTracker } from '../src/index.js';
 import { addForeignJobs, jobs, pool as makePool, seedRuns } from './support/db.js';
-import { killAll, resultOf, spawnClient } from './support/processes.js';
-import { freePort, NAMESPACE, SECRET, setUpEngineSchemas, startService, waitReady } from './support/service.js';
+import { resultOf, spawnClient } from './support/processes.js';
+import { freePort, NAMESPACE, SECRET } from './support/service.js';
+import { withService } from './support/suite.js';
 
 // The engine's own MessageData schema: not exported by the package, so loaded from its dist.
 const { MessageData } = await import(new URL('./message.js', import.meta.resolve('@workflow/world-postgres')));
 
 let service;
 let db;
-
-before(async () => {
-  service = await startService();
-  await setUpEngineSchemas(service.dbUrl);
-  await waitReady(service);
-  db = makePool(service.dbUrl);
-});
-
-after(async () => {
-  killAll();
-  await db?.end();
-  await service?.stop();
+withService((s, d) => {
+  service = s;
+  db = d;
 });
 
 const clientConfig = (deploymentId, name, extra = {}) => ({

@@ -9,29 +9,21 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { after, before, describe, test } from 'node:test';
-import { jobs, pool as makePool, seedRuns } from './support/db.js';
+import { describe, test } from 'node:test';
+import { jobs, seedRuns } from './support/db.js';
 import { installBetaApp, STABLE_APP_DIR, worldPostgresVersion } from './support/engines.js';
-import { killAll, spawnNode } from './support/processes.js';
-import { freePort, NAMESPACE, SECRET, setUpEngineSchemas, startService, waitReady } from './support/service.js';
+import { spawnNode } from './support/processes.js';
+import { freePort, NAMESPACE, SECRET } from './support/service.js';
+import { withService } from './support/suite.js';
 
 const WORLD_APP = fileURLToPath(new URL('./support/world-app.mjs', import.meta.url));
 const WORLD_MODULE = fileURLToPath(new URL('../src/rollcall-world.js', import.meta.url));
 
 let service;
 let db;
-
-before(async () => {
-  service = await startService();
-  await setUpEngineSchemas(service.dbUrl);
-  await waitReady(service);
-  db = makePool(service.dbUrl);
-});
-
-after(async () => {
-  killAll();
-  await db?.end();
-  await service?.stop();
+withService((s, d) => {
+  service = s;
+  db = d;
 });
 
 /** Forwards every request to `target` and records {method, path, body, status, answer}. */
