@@ -410,10 +410,18 @@ class EndToEndIT {
       return out;
     }
 
+    /** Closes every replica and keeps its journal in {@code target/it-logs/<name>.jsonl}. */
     @Override
     public void close() throws InterruptedException {
       for (ExampleApp.Replica r : all) {
         r.process().close();
+        try {
+          java.nio.file.Files.write(
+              java.nio.file.Path.of("target", "it-logs", r.name() + ".jsonl"),
+              r.process().events().stream().map(JsonNode::toString).toList());
+        } catch (java.io.IOException e) {
+          System.out.printf("  could not keep the journal of %s: %s%n", r.name(), e);
+        }
       }
     }
   }
@@ -441,11 +449,13 @@ class EndToEndIT {
     List<String> held = List.of();
     List<String> parked = List.of();
     ExampleApp.Replica victim;
+    boolean killed;
     long stoppedAt;
     long killMaxJobId;
     long completedMs = -1;
     long continuedMs = -1;
     int notCompletedAtDeadline;
+    List<String> late = List.of();
     int maxStepStarts;
     int stepsRunTwice;
     int jobsAdded;
@@ -483,10 +493,14 @@ class EndToEndIT {
       }
       killMaxJobId = Long.parseLong(maxJobId());
       stoppedAt = System.currentTimeMillis();
+      killed = kill;
       if (kill) {
         victim.process().kill();
         cluster.endedAt.put(victim.name(), System.currentTimeMillis());
       } else {
+        // Its deliveries end when it exits, not when the harness next looks.
+        ExampleApp.Replica stopping = victim;
+        stopping.process().onExit(t -> cluster.endedAt.put(stopping.name(), t));
         victim.process().terminate();
       }
       stoppedAtDb = cluster.db.column("SELECT localtimestamp::text").get(0);
@@ -577,6 +591,7 @@ class EndToEndIT {
      * the round's hooks and waits for every run of the round; computes the figures.
      */
     void measure(int deadlineS) throws InterruptedException {
+      boolean kill = killed;
       String[] heldIds = held.toArray(String[]::new);
       long deadline = stoppedAt + deadlineS * 1_000L;
       for (; ; ) {
@@ -601,14 +616,14 @@ class EndToEndIT {
         }
         if (System.currentTimeMillis() > deadline) {
           notCompletedAtDeadline = left.size();
+          late = left;
           break;
         }
         Thread.sleep(200);
       }
       // A SIGTERM: when each of its runs was picked up by another replica.
-      if (!cluster.endedAt.containsKey(victim.name())) {
+      if (!kill) {
         victim.process().waitFor(java.time.Duration.ofSeconds(30));
-        cluster.endedAt.put(victim.name(), System.currentTimeMillis());
         long worst = -1;
         for (String runId : held) {
           long first =
@@ -743,24 +758,27 @@ class EndToEndIT {
 
     String summary() {
       return String.format(
-          "stopped %s holding %d runs (%d parked elsewhere); all its runs completed %s;"
-              + " continued on a peer %s; step executions max %d, %d steps twice; %d jobs for its"
-              + " runs (%d backstops); %d double replays; %d parked runs given a job;"
-              + " %d unfinished",
-          victim.name(),
-          held.size(),
-          parked.size(),
-          completedMs >= 0
-              ? "after " + Measurement.seconds(completedMs)
-              : "not by the deadline (" + notCompletedAtDeadline + " left)",
-          continuedMs >= 0 ? "after " + Measurement.seconds(continuedMs) : "–",
-          maxStepStarts,
-          stepsRunTwice,
-          jobsAdded,
-          backstops,
-          doubleReplays.size(),
-          parkedWithNewJob.size(),
-          unfinished);
+              "stopped %s holding %d runs (%d parked elsewhere); all its runs completed %s;"
+                  + " continued on a peer %s; step executions max %d, %d steps twice; %d jobs for its"
+                  + " runs (%d backstops); %d double replays; %d parked runs given a job;"
+                  + " %d unfinished",
+              victim.name(),
+              held.size(),
+              parked.size(),
+              completedMs >= 0
+                  ? "after " + Measurement.seconds(completedMs)
+                  : "not by the deadline (" + notCompletedAtDeadline + " left)",
+              continuedMs >= 0 ? "after " + Measurement.seconds(continuedMs) : "–",
+              maxStepStarts,
+              stepsRunTwice,
+              jobsAdded,
+              backstops,
+              doubleReplays.size(),
+              parkedWithNewJob.size(),
+              unfinished)
+          + (late.isEmpty() ? "" : "; late " + late)
+          + (doubleReplays.isEmpty() ? "" : "; replayed twice at once " + doubleReplays)
+          + (parkedWithNewJob.isEmpty() ? "" : "; parked given a job " + parkedWithNewJob);
     }
   }
 }

@@ -220,6 +220,11 @@ public final class NodeReplica implements AutoCloseable {
     process.destroy();
   }
 
+  /** Calls {@code then} with the wall-clock time (ms) at which the process ended. */
+  public void onExit(java.util.function.LongConsumer then) {
+    process.onExit().thenRun(() -> then.accept(System.currentTimeMillis()));
+  }
+
   @Override
   public void close() throws InterruptedException {
     if (process.isAlive()) {
