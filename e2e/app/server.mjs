@@ -54,6 +54,9 @@ const manifest = JSON.parse(
 const journal = (event, fields = {}) =>
   process.stdout.write(`${JSON.stringify({ event, ...fields, pid: process.pid, t: Date.now() })}\n`);
 globalThis.rollcallExampleJournal = journal;
+// The last line a process writes: after it, no code of this process runs (stdout on a pipe or a
+// file is written synchronously on Linux and macOS).
+process.on('exit', (code) => journal('exit', { code }));
 
 const port = Number(process.env.PORT);
 if (!Number.isInteger(port) || port <= 0) {

@@ -641,9 +641,12 @@ class EndToEndIT {
                   .mapToLong(Journal::t)
                   .min()
                   .orElse(Long.MAX_VALUE);
-          worst = Math.max(worst, first == Long.MAX_VALUE ? Long.MAX_VALUE : first - stoppedAt);
+          // A run the stopping replica brought to a hook or to its end needs no peer.
+          if (first != Long.MAX_VALUE) {
+            worst = Math.max(worst, first - stoppedAt);
+          }
         }
-        continuedMs = worst == Long.MAX_VALUE ? -1 : worst;
+        continuedMs = worst;
       }
       // Parked runs: any job for them added after the stop, before their hooks were resumed (a
       // sleep's wake-up job was added when the run parked, before the stop).
@@ -729,6 +732,13 @@ class EndToEndIT {
       Map<String, List<Span>> byRun = new HashMap<>();
       Map<String, Long> opened = new HashMap<>();
       long now = System.currentTimeMillis();
+      // A process that logged its exit ran no code after that line, whenever the OS reaped it.
+      Map<String, Long> ended = new HashMap<>(cluster.endedAt);
+      for (Journal j : cluster.journal()) {
+        if (j.event().equals("exit")) {
+          ended.merge(j.replica(), j.t(), Math::min);
+        }
+      }
       for (Journal j : cluster.journal()) {
         if (!runs.contains(j.runId())) {
           continue;
@@ -745,7 +755,7 @@ class EndToEndIT {
       opened.forEach(
           (key, from) -> {
             String[] k = key.split(" ");
-            long to = cluster.endedAt.getOrDefault(k[0], now);
+            long to = ended.getOrDefault(k[0], now);
             byRun.computeIfAbsent(k[1], r -> new ArrayList<>()).add(new Span(k[0], from, to));
           });
       List<String> out = new ArrayList<>();
