@@ -202,11 +202,14 @@ class QueueLocksTest extends ApiTestBase {
     // Reported under an idempotency key: not learned, but its message is reported by a live one.
     long reportedJob =
         job(FLOWS, name("corr:backstop:9"), name("msg_r"), name("wrun_r"), name("wrep"), HOUR_MS);
+    // Reported by run only (no message id): its job, whatever the task, is not an orphan either.
+    long runOnly = job(STEPS, name("msg_s"), name("msg_s"), name("wrun_s"), name("wrun"), HOUR_MS);
     api.heartbeatEntries(
             live,
             List.of(
                 Api.execution(name("wrun_l"), name("msg_l")),
-                Api.execution(name("wrun_r"), name("msg_r"))))
+                Api.execution(name("wrun_r"), name("msg_r")),
+                Api.execution(name("wrun_s"), null)))
         .expect(200);
     assertEquals(List.of(learnedWorker + ":" + name("msg_l")), learned(live));
     Db.update(
@@ -227,6 +230,7 @@ class QueueLocksTest extends ApiTestBase {
     assertEquals(learnedWorker, lockOf(learnedJob), "a live instance's learned worker");
     assertEquals(name("wreg"), lockOf(registeredJob), "a live instance's registered worker");
     assertEquals(name("wrep"), lockOf(reportedJob), "a message a live instance reports");
+    assertEquals(name("wrun"), lockOf(runOnly), "a run a live instance reports");
     assertEquals("-", lockOf(orphan));
     assertEquals(name("wnew"), lockOf(young), "younger than the activity fence");
     assertEquals(name("wgone"), lockOf(unkeyed), "no key: nothing would report it");
