@@ -66,3 +66,17 @@ EXCEPTION WHEN others THEN
     RETURN NULL;
 END
 $$;
+
+-- The run id of an engine queue job of any task: "runId" (workflow messages) or "workflowRunId"
+-- (step messages) inside the base64 "data" of the payload. Null when not the engine's.
+CREATE FUNCTION rollcall.engine_job_run_id(payload json) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    body json;
+BEGIN
+    body := convert_from(decode(payload ->> 'data', 'base64'), 'UTF8')::json;
+    RETURN coalesce(body ->> 'runId', body ->> 'workflowRunId');
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END
+$$;

@@ -204,7 +204,7 @@ public final class GraphileQueue implements QueueLocks {
                     + "   || ', more than ' || $3::bigint || ' ms ago, no live instance owns the worker'"
                     + "   || coalesce(' (it was instance ' || w.instance_id || '''s, learned from'"
                     + "   || ' message ' || w.message_id || ')', '')"
-                    + "   || ' and none reports executing its message' AS proof"
+                    + "   || ' and none reports executing its message or its run' AS proof"
                     + " FROM "
                     + schema
                     + "._private_jobs j JOIN "
@@ -220,6 +220,12 @@ public final class GraphileQueue implements QueueLocks {
                     + ") AS lw(worker_id) WHERE lw.worker_id IS NOT NULL)"
                     + " AND NOT "
                     + reportedLive("$1")
+                    // An instance that reports a run without its message ids (an older client,
+                    // or a message it could not tell) may be executing this very job.
+                    + " AND NOT EXISTS (SELECT 1 FROM rollcall.ownership o"
+                    + "   JOIN rollcall.instances i ON i.id = o.instance_id WHERE o.namespace = $1"
+                    + "   AND o.run_id = rollcall.engine_job_run_id(j.payload)"
+                    + "   AND i.state = 'live' AND i.lease_expires_at > now())"
                     + " FOR UPDATE OF j SKIP LOCKED",
                 Tuple.of(namespace, taskIdentifiers.toArray(String[]::new), fence.toMillis())));
   }

@@ -90,6 +90,24 @@ class BackstopTest extends ApiTestBase {
     }
   }
 
+  /** An instance of this test's deploy whose boot work is done: its claims see takeovers only. */
+  Instance booted(String name) {
+    Instance peer = api.register(SourceTables.ENGINE, deploy, name);
+    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
+      api.complete(peer, b, List.of()).expect(200);
+    }
+    return peer;
+  }
+
+  /** An instance that reported executing the run's owner message, then died and was reaped. */
+  Instance diedExecuting(String run, String owner) {
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
+    api.heartbeatEntries(victim, List.of(Api.execution(run, owner))).expect(200);
+    TakeoverTest.expireLease(victim);
+    reaper.runOnce().await().indefinitely();
+    return victim;
+  }
+
   static Map<String, JsonNode> byRun(Batch b) {
     Map<String, JsonNode> out = new HashMap<>();
     b.json().get("runs").forEach(r -> out.put(r.get("runId").asText(), r));
@@ -103,15 +121,8 @@ class BackstopTest extends ApiTestBase {
     String owner = ownerMessage(run);
     ownerGoneBackstopArmed(run, owner);
     quiet(run);
-    Instance peer = api.register(SourceTables.ENGINE, deploy, "peer");
-    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
-    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
-    api.heartbeatEntries(victim, List.of(Api.execution(run, owner))).expect(200);
-    TakeoverTest.expireLease(victim);
-
-    reaper.runOnce().await().indefinitely();
+    Instance peer = booted("peer");
+    diedExecuting(run, owner);
     Batch taken = api.claimBatch(peer, 100);
 
     JsonNode r = byRun(taken).get(run);
@@ -131,15 +142,8 @@ class BackstopTest extends ApiTestBase {
     String run = runs.midStepLockedBy(dead);
     String owner = ownerMessage(run);
     quiet(run);
-    Instance peer = api.register(SourceTables.ENGINE, deploy, "peer");
-    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
-    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
-    api.heartbeatEntries(victim, List.of(Api.execution(run, owner))).expect(200);
-    TakeoverTest.expireLease(victim);
-
-    reaper.runOnce().await().indefinitely();
+    Instance peer = booted("peer");
+    Instance victim = diedExecuting(run, owner);
 
     assertEquals(
         List.of("-"),

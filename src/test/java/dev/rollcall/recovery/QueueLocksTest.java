@@ -202,11 +202,14 @@ class QueueLocksTest extends ApiTestBase {
     // Reported under an idempotency key: not learned, but its message is reported by a live one.
     long reportedJob =
         job(FLOWS, name("corr:backstop:9"), name("msg_r"), name("wrun_r"), name("wrep"), HOUR_MS);
+    // Reported by run only (no message id): its job, whatever the task, is not an orphan either.
+    long runOnly = job(STEPS, name("msg_s"), name("msg_s"), name("wrun_s"), name("wrun"), HOUR_MS);
     api.heartbeatEntries(
             live,
             List.of(
                 Api.execution(name("wrun_l"), name("msg_l")),
-                Api.execution(name("wrun_r"), name("msg_r"))))
+                Api.execution(name("wrun_r"), name("msg_r")),
+                Api.execution(name("wrun_s"), null)))
         .expect(200);
     assertEquals(List.of(learnedWorker + ":" + name("msg_l")), learned(live));
     Db.update(
@@ -227,6 +230,7 @@ class QueueLocksTest extends ApiTestBase {
     assertEquals(learnedWorker, lockOf(learnedJob), "a live instance's learned worker");
     assertEquals(name("wreg"), lockOf(registeredJob), "a live instance's registered worker");
     assertEquals(name("wrep"), lockOf(reportedJob), "a message a live instance reports");
+    assertEquals(name("wrun"), lockOf(runOnly), "a run a live instance reports");
     assertEquals("-", lockOf(orphan));
     assertEquals(name("wnew"), lockOf(young), "younger than the activity fence");
     assertEquals(name("wgone"), lockOf(unkeyed), "no key: nothing would report it");
@@ -251,17 +255,19 @@ class QueueLocksTest extends ApiTestBase {
 
   @Test
   void serviceReplicasReleasingOrphansAtOnceReleaseEachLockOnce() {
-    List<Long> orphans = new ArrayList<>();
-    for (int i = 0; i < 30; i++) {
-      orphans.add(
-          job(
-              FLOWS,
-              name("msg_" + i),
-              name("msg_" + i),
-              name("wrun_race"),
-              name("wgone" + (i % 3)),
-              HOUR_MS));
-    }
+    int n = 3000;
+    List<String> ids =
+        Db.column(
+            "SELECT (graphile_worker.add_job('workflow_flows', ?::json,"
+                + " job_key => ?::text || g)).id::text FROM generate_series(1, ?) g",
+            EngineRuns.flowsPayload(name("msg"), "wf", name("wrun_race"), 1),
+            name("msg_"),
+            n);
+    ids.forEach(id -> jobs.add(Long.parseLong(id)));
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_by = ?::text || (id % 5),"
+            + " locked_at = now() - interval '1 hour' WHERE id = ANY(?::bigint[])",
+        name("wgone"), TakeoverTest.pgArray(jobs));
 
     List<Integer> passes =
         Uni.join()
@@ -274,12 +280,15 @@ class QueueLocksTest extends ApiTestBase {
             .await()
             .indefinitely();
 
-    for (long job : orphans) {
-      assertEquals("-", lockOf(job));
-    }
-    assertTrue(passes.stream().mapToInt(Integer::intValue).sum() >= 30, passes.toString());
     assertEquals(
-        30,
+        0,
+        Db.number(
+            "SELECT count(*) FROM graphile_worker._private_jobs"
+                + " WHERE id = ANY(?::bigint[]) AND locked_by IS NOT NULL",
+            TakeoverTest.pgArray(jobs)));
+    assertTrue(passes.stream().mapToInt(Integer::intValue).sum() >= n, passes.toString());
+    assertEquals(
+        n,
         Db.number(
             "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'lock-released'",
             name("wrun_race")));
