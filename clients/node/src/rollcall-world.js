@@ -111,7 +111,7 @@ function processState() {
     client: null,
     pool: null,
     stopping: null,
-    worlds: new Map(), // each started-or-not world of this process -> its engine close()
+    worlds: new Map(), // each open world of this process -> {close: its engine close(), started}
     hold: null,
   };
   return globalThis[PROCESS_STATE];
@@ -161,25 +161,29 @@ export function createWorld(options = {}) {
   const stockStart = world.start.bind(world);
   const stockQueue = world.queue.bind(world);
   const stockClose = world.close?.bind(world) ?? (async () => {});
-  state.worlds.set(world, stockClose);
+  const entry = { close: stockClose, started: false };
+  state.worlds.set(world, entry);
 
   // The engine's start() is queue.start() and then its re-enqueue of every active run in every
   // replica; Rollcall replaces the second half.
   world.start = async () => {
+    entry.started = true;
     await startWorldWithoutRecovery({ runs: world.runs, start: stockStart });
     ensureClient();
   };
   // queue() starts the engine's queue (and its graphile runner) too, without start(): a process
   // that enqueues also executes, so it takes part in Rollcall as well.
   world.queue = (...args) => {
+    entry.started = true;
     ensureClient();
     return stockQueue(...args);
   };
-  // A programmatic close stops the queue (graphile lets running jobs finish), then leaves.
+  // A programmatic close stops the queue (graphile lets running jobs finish); once no started
+  // world is left open, the process leaves.
   world.close = async () => {
     state.worlds.delete(world);
     await stockClose();
-    if (state.worlds.size === 0) await stopClient(state);
+    if (![...state.worlds.values()].some((w) => w.started)) await stopClient(state);
   };
   return world;
 }
@@ -212,7 +216,7 @@ function onSignal(signal) {
   if (!state || state.hold) return;
   state.hold = new Promise(() => {}); // never resolves: nothing new starts executing
   // Stop fetching jobs. close() waits for running jobs, which this process will not do.
-  for (const close of state.worlds.values()) close().catch(() => {});
+  for (const { close } of state.worlds.values()) close().catch(() => {});
   const code = 128 + (constants.signals[signal] ?? 15);
   const exit = () => process.exit(code);
   // Bounded: the leave has its own request timeout; never hang on shutdown.

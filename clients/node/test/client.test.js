@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, test } from 'node:test';
-import { RollcallError, startRecovery } from '../src/index.js';
+import { RollcallError, createTracker, startRecovery } from '../src/index.js';
 import { freePort } from './support/service.js';
 
 const servers = [];
@@ -257,10 +257,11 @@ test('heartbeats carry the in-flight set; recoveryPending makes it claim again',
 
 test('in-flight entries carry message ids: objects where the id is known, run ids otherwise, in the registration, heartbeats and the leave', async () => {
   const fake = await fakeRollcall({});
-  const client = startRecovery(base(fake.url));
-  client.tracker.begin('wrun_replay', 'msg_01A');
-  client.tracker.begin('wrun_replay', 'msg_01B');
-  client.tracker.begin('wrun_plain');
+  const tracker = createTracker();
+  tracker.begin('wrun_replay', 'msg_01A');
+  tracker.begin('wrun_replay', 'msg_01B');
+  tracker.begin('wrun_plain');
+  const client = startRecovery(base(fake.url, { inFlight: tracker }));
   assert.equal((await client.recovered).status, 'done');
   const entries = [{ runId: 'wrun_replay', messageId: 'msg_01A' }, { runId: 'wrun_replay', messageId: 'msg_01B' }, 'wrun_plain'];
   assert.deepEqual(fake.of('register')[0].body.inFlight, entries, 'published with the registration');

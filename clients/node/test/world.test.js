@@ -21,10 +21,15 @@ const WORLD_MODULE = fileURLToPath(new URL('../src/rollcall-world.js', import.me
 
 let service;
 let db;
-withService((s, d) => {
-  service = s;
-  db = d;
-});
+// The production lease (10 s): on a loaded machine the tests' usual 2 s lease can lapse and the
+// client rightly registers again, which would blur "one registration per process".
+withService(
+  (s, d) => {
+    service = s;
+    db = d;
+  },
+  { ROLLCALL_LEASE_TTL: '10s' },
+);
 
 /** Forwards every request to `target` and records {method, path, body, status, answer}. */
 async function recordingProxy(target) {
@@ -73,11 +78,11 @@ const LINES = [
 ];
 
 describe('the zero-code world module', { timeout: 600_000 }, () => {
-  for (const line of LINES) {
+  for (const [index, line] of LINES.entries()) {
     test(`world-postgres ${line.engine} (${line.loader}): registers once, claims its boot batch, enqueues keyed jobs, heartbeats message ids, leaves and exits on SIGTERM`, async () => {
       const appDir = await line.appDir();
       assert.equal(worldPostgresVersion(appDir), line.engine, 'the application resolves the engine line under test');
-      const runs = await seedRuns(db, { active: 3 });
+      const runs = await seedRuns(db, { active: 3, firstId: 1000 * (index + 1) });
       const proxy = await recordingProxy(service.url);
       const port = await freePort();
       const deploymentId = `deploy-world-${line.loader}`;
@@ -109,7 +114,7 @@ describe('the zero-code world module', { timeout: 600_000 }, () => {
 
         // Registered once, although the application created the world twice.
         const registrations = proxy.records.filter((r) => r.method === 'POST' && r.path === '/instances');
-        assert.equal(registrations.length, 1, 'one client per process');
+        assert.equal(registrations.length, 1, `one client per process: ${JSON.stringify(registrations)}`);
         assert.equal(registrations[0].status, 201);
         assert.equal(registrations[0].body.deploymentId, deploymentId);
         assert.equal(registrations[0].body.name, `world-app-${line.loader}`);
@@ -167,6 +172,46 @@ describe('the zero-code world module', { timeout: 600_000 }, () => {
       }
     });
   }
+
+  test("world.close(), for an application that manages its own shutdown: the queue closes after its running jobs, then the process leaves", async () => {
+    const runs = await seedRuns(db, { active: 2, firstId: 9000 });
+    const proxy = await recordingProxy(service.url);
+    const port = await freePort();
+    const app = spawnNode(WORLD_APP, {
+      cwd: STABLE_APP_DIR,
+      timeoutMs: 120_000,
+      env: {
+        WORKFLOW_LOADER: 'require',
+        WORKFLOW_TARGET_WORLD: '@rollcall/client/world',
+        WORKFLOW_POSTGRES_URL: service.dbUrl,
+        WORKFLOW_LOCAL_BASE_URL: `http://127.0.0.1:${port}`,
+        PORT: String(port),
+        ROLLCALL_URL: proxy.url,
+        ROLLCALL_NAMESPACE: NAMESPACE,
+        ROLLCALL_SECRET: SECRET,
+        ROLLCALL_DEPLOYMENT_ID: 'deploy-world-close',
+        ROLLCALL_LOG_LEVEL: 'warn',
+      },
+    });
+    try {
+      await until('both runs executing', () => app.events.filter((e) => e.event === 'executing').length === runs.length);
+      // Only the first world started; the second (the queue handlers') never did, and stays open.
+      app.send('close');
+      const { code, events } = await app.exited;
+      assert.equal(code, 0, 'nothing keeps the process alive: heartbeats stopped, pool closed');
+      assert.equal(events.filter((e) => e.event === 'finished').length, runs.length, 'running executions finished');
+      const closedAt = events.find((e) => e.event === 'world-closed').t;
+      const leaves = proxy.records.filter((r) => r.method === 'DELETE');
+      assert.equal(leaves.length, 1, 'left once the started world closed');
+      assert.equal(leaves[0].status, 204);
+      assert.deepEqual(leaves[0].body, { inFlight: [] }, 'with nothing in flight: every execution ended before');
+      assert.ok(leaves[0].at <= closedAt + 50, 'the leave is part of closing the started world');
+      assert.equal((await jobs(db)).length, 0, 'graphile completed (deleted) both jobs before the leave');
+    } finally {
+      app.kill('SIGKILL');
+      await proxy.close();
+    }
+  });
 
   test('a missing or bad setting stops the application at createWorld, naming the variable', async () => {
     const app = spawnNode(WORLD_APP, {

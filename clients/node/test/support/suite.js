@@ -6,12 +6,15 @@ import { pool as makePool } from './db.js';
 import { killAll } from './processes.js';
 import { setUpEngineSchemas, startService, waitReady } from './service.js';
 
-/** Registers the file's before/after hooks; `ready(service, db)` is called once both are up. */
-export function withService(ready) {
+/**
+ * Registers the file's before/after hooks; `ready(service, db)` is called once both are up.
+ * `env` overrides the service's settings (see startService).
+ */
+export function withService(ready, env = {}) {
   let service;
   let db;
   before(async () => {
-    service = await startService();
+    service = await startService({ env });
     await setUpEngineSchemas(service.dbUrl);
     await waitReady(service);
     db = makePool(service.dbUrl);

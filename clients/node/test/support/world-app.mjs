@@ -10,7 +10,9 @@
 // Like the 4.x runtime, it creates the world twice (getWorld and getWorldHandlers each create
 // one): the queue handlers come from the second, start() is called on the first. The handlers
 // serve the engine's deliveries on PORT, print {"event":"executing",runId,messageId} and then
-// hold the execution until a line "finish <runId>" arrives on stdin (or forever).
+// hold the execution until a line "finish <runId>" arrives on stdin (or forever). A line "close"
+// finishes every execution, closes both worlds as an application managing its own shutdown does,
+// prints {"event":"closed"} and lets the process end.
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -44,7 +46,18 @@ const hold = (runId) => new Promise((resolve) => finishers.set(runId, resolve));
 createInterface({ input: process.stdin }).on('line', (line) => {
   const [word, runId] = line.trim().split(/\s+/);
   if (word === 'finish') finishers.get(runId)?.();
+  if (word === 'close') close();
 });
+
+async function close() {
+  for (const finish of finishers.values()) finish();
+  await world.close();
+  out('world-closed', {});
+  await handlers.close();
+  server.close();
+  process.stdin.destroy();
+  out('closed', {});
+}
 
 const execute = async (message, meta) => {
   const runId = message.runId ?? message.workflowRunId;
