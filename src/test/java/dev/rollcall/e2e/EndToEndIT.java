@@ -108,10 +108,11 @@ class EndToEndIT {
           s.recovery().equals("world") ? "zero-code world module" : "client's programmatic API";
       Cluster cluster = new Cluster(db, env, s, "rollcall");
       try {
-        Measurement kills = new Measurement("Rollcall (" + wiring + "), kill -9", s);
-        Measurement sigterms = new Measurement("Rollcall (" + wiring + "), SIGTERM", s);
+        Measurement kills = new Measurement("Rollcall (" + wiring + "), kill -9", s.deadlineS());
+        Measurement sigterms = new Measurement("Rollcall (" + wiring + "), SIGTERM", s.deadlineS());
         Measurement combined =
-            new Measurement("Rollcall (" + wiring + "), kill -9 with a Rollcall replica", s);
+            new Measurement(
+                "Rollcall (" + wiring + "), kill -9 with a Rollcall replica", s.deadlineS());
         List<String> kinds = new ArrayList<>();
         Collections.nCopies(s.kills(), "kill").forEach(kinds::add);
         Collections.nCopies(s.sigterms(), "sigterm").forEach(kinds::add);
@@ -154,7 +155,8 @@ class EndToEndIT {
   private static Measurement engine(TestDatabase db, Settings s, boolean reboot) throws Exception {
     Measurement m =
         new Measurement(
-            reboot ? "engine, a replacement replica booted" : "engine, the survivors alone", s);
+            reboot ? "engine, a replacement replica booted" : "engine, the survivors alone",
+            s.engineDeadlineS());
     Cluster cluster =
         new Cluster(db, Map.of("E2E_RECOVERY", "engine"), s, reboot ? "eng-r" : "eng");
     try {
@@ -209,12 +211,12 @@ class EndToEndIT {
   /** One setup's rounds, summed up as one row of the table. */
   static final class Measurement {
     private final String setup;
-    private final Settings settings;
+    private final int deadlineS;
     private final List<Round> rounds = new ArrayList<>();
 
-    Measurement(String setup, Settings settings) {
+    Measurement(String setup, int deadlineS) {
       this.setup = setup;
-      this.settings = settings;
+      this.deadlineS = deadlineS;
     }
 
     String setup() {
@@ -316,7 +318,7 @@ class EndToEndIT {
 
     private String triple(List<Long> ms) {
       if (ms.isEmpty()) {
-        return "never within " + settings.deadlineS() + " s";
+        return "never within " + deadlineS + " s";
       }
       List<Long> sorted = ms.stream().sorted().toList();
       return seconds(Latencies.percentile(sorted, 0.5))
