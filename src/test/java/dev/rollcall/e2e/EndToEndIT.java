@@ -580,7 +580,10 @@ class EndToEndIT {
       for (List<String> row :
           cluster.db.rows(
               "SELECT id::text,"
-                  + " convert_from(decode(payload->>'data', 'base64'), 'UTF8')::json->>'runId',"
+                  // a workflow message names its run runId; a 4.x step message, workflowRunId
+                  + " coalesce(convert_from(decode(payload->>'data', 'base64'), 'UTF8')::json"
+                  + "   ->>'runId', convert_from(decode(payload->>'data', 'base64'), 'UTF8')::json"
+                  + "   ->>'workflowRunId', ''),"
                   + " coalesce(key, ''), (run_at > now() + interval '60 s')::text"
                   + " FROM graphile_worker._private_jobs WHERE id > ?",
               killMaxJobId)) {
