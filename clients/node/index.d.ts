@@ -9,6 +9,11 @@ export interface HandedOutRun {
   reason: string;
   /** Set for runs taken over from a dead instance. */
   deadInstanceId?: string;
+  /**
+   * The queue message that owns the run's interrupted step: re-drive with exactly this message id
+   * (and no job key). Absent: a fresh message id.
+   */
+  messageId?: string;
 }
 
 export interface LeasedBatch {
@@ -30,14 +35,20 @@ export type Enqueue = (
   context: { batch: LeasedBatch },
 ) => Promise<{ failedRunIds?: string[] } | void>;
 
+/** One in-flight execution as the service accepts it: a run id, or a run and its queue message id. */
+export type InFlightEntry = string | { runId: string; messageId?: string };
+
 /** What is executing in this process right now. */
 export interface Tracker {
-  /** Marks a run as executing; pair with exactly one `end`. */
-  begin(runId: string): void;
-  end(runId: string): void;
-  /** Runs `fn` with `runId` in flight, however it ends. */
-  wrap<T>(runId: string, fn: () => Promise<T> | T): Promise<T>;
+  /** Marks a run as executing, delivered by queue message `messageId` when known; pair with exactly one `end`. */
+  begin(runId: string, messageId?: string): void;
+  end(runId: string, messageId?: string): void;
+  /** Runs `fn` with `runId` (delivered by `messageId`) in flight, however it ends. */
+  wrap<T>(runId: string, fn: () => Promise<T> | T, messageId?: string): Promise<T>;
+  /** The distinct run ids in flight. */
   list(): string[];
+  /** The in-flight set as heartbeats send it: `{runId, messageId}` per execution whose message id is known, else the run id. */
+  entries(): InFlightEntry[];
   has(runId: string): boolean;
   readonly size: number;
 }
@@ -67,7 +78,7 @@ export interface RecoveryOptionsBase {
   /** The engine's queue worker ids in this process, if known. */
   workerIds?: string[];
   /** The in-flight set heartbeats carry: a tracker or a function; default a fresh tracker (`handle.tracker`). */
-  inFlight?: Tracker | (() => string[]);
+  inFlight?: Tracker | (() => InFlightEntry[]);
   /** Stops the client when aborted, like `stop()`. */
   signal?: AbortSignal;
   /** Stop (and leave) on these signals, then let the signal do what it would have; `true` = SIGTERM and SIGINT. */
@@ -231,9 +242,11 @@ export interface EngineMessage {
 
 export declare function workflowMessage(id: string, runId: string, messageId?: string): EngineMessage;
 export declare function jobSpecs(
-  runs: Pick<HandedOutRun, 'runId' | 'workflowName' | 'queueName'>[],
+  runs: (Pick<HandedOutRun, 'runId' | 'workflowName' | 'queueName'> & { messageId?: string })[],
   options?: { jobPrefix?: string; maxAttempts?: number },
-): { identifier: string; payload: EngineMessage; max_attempts: number }[];
+): { identifier: string; payload: EngineMessage; max_attempts: number; job_key?: string }[];
+/** True for a message id the engine accepts (`msg_…`). */
+export declare function isMessageId(value: unknown): value is string;
 export declare function routeOf(run: { queueName?: string; workflowName?: string }, jobPrefix?: string): { task: string; id: string };
 export declare function newMessageId(): string;
 export declare function monotonicUlid(): (now?: number) => string;
@@ -243,11 +256,20 @@ export interface QueueHandlerWorld {
   createQueueHandler(prefix: any, handler: (message: unknown, meta: any) => Promise<any>): (req: Request) => Promise<Response>;
 }
 
-/** Makes the world's queue handlers report the run they execute to `tracker`; patches in place. */
-export declare function trackWorld<W extends QueueHandlerWorld>(world: W, tracker: Tracker): W;
+/**
+ * Makes the world's queue handlers report the run they execute and its message id to `tracker`;
+ * patches in place. `admit`, when it returns a promise, holds a delivery back until it settles.
+ */
+export declare function trackWorld<W extends QueueHandlerWorld>(
+  world: W,
+  tracker: Tracker,
+  options?: { admit?: () => Promise<unknown> | null | undefined },
+): W;
 /** Starts a world-postgres world's queue without the engine's own re-enqueue of every active run. */
 export declare function startWorldWithoutRecovery(world: { start(): Promise<void>; runs: { list: (...args: any[]) => Promise<any> } }): Promise<void>;
 export declare function runIdOfMessage(prefix: string, message: unknown): string | undefined;
+/** The queue message id of one delivery: the handler's `meta.messageId`, else the message's `messageId`. */
+export declare function messageIdOf(message: unknown, meta: unknown): string | undefined;
 
 export declare function backoff(attempt: number, base?: number, max?: number): number;
 export declare function jsonLogger(options?: { level?: 'debug' | 'info' | 'warn' | 'error'; stream?: { write(s: string): unknown } }): Required<Logger>;
@@ -275,6 +297,6 @@ export declare class RollcallApi {
     retried: number;
     alreadyCompleted: boolean;
   }>;
-  heartbeat(token: string, instanceId: string, inFlight?: string[], timeoutMs?: number): Promise<{ leaseExpiresAt: string; recoveryPending: boolean; recheckAfterMs?: number }>;
-  leave(token: string, instanceId: string, inFlight?: string[]): Promise<null>;
+  heartbeat(token: string, instanceId: string, inFlight?: InFlightEntry[], timeoutMs?: number): Promise<{ leaseExpiresAt: string; recoveryPending: boolean; recheckAfterMs?: number }>;
+  leave(token: string, instanceId: string, inFlight?: InFlightEntry[]): Promise<null>;
 }

@@ -16,7 +16,7 @@ const DEFAULTS = {
   completeAttempts: 5,
 };
 
-/** The service answers at most this many in-flight ids in one heartbeat. */
+/** The service accepts at most this many in-flight entries in one heartbeat. */
 export const MAX_IN_FLIGHT = 10_000;
 
 // Backoff of registration, claims and completes: exponential from BASE, capped at MAX, jittered.
@@ -246,6 +246,11 @@ export class RecoveryClient {
     for (let attempt = 1; ; attempt++) {
       if (this.#stopping) throw new Error('stopped');
       const sentAt = now();
+      // What this process executes already (a registration after a fence): published with the
+      // registration itself, and again by the heartbeat that follows it.
+      const inFlight = this.#inFlightSet();
+      if (inFlight?.length) body.inFlight = inFlight;
+      else delete body.inFlight;
       try {
         const answer = await this.#api.register(registrationSecret, body);
         // Publish what this process already executes before any claim can scan those runs.
@@ -369,7 +374,7 @@ export class RecoveryClient {
     }
     if (!Array.isArray(ids)) return undefined;
     if (ids.length > MAX_IN_FLIGHT) {
-      this.#log.warn(`in-flight set of ${ids.length} runs cut to the service's ${MAX_IN_FLIGHT}`);
+      this.#log.warn(`in-flight set of ${ids.length} entries cut to the service's ${MAX_IN_FLIGHT}`);
       return ids.slice(0, MAX_IN_FLIGHT);
     }
     return ids;

@@ -1,15 +1,20 @@
 import { monotonicUlid } from './ulid.js';
 
 /**
- * Enqueuing runs exactly as @workflow/world-postgres 4.3.x re-drives them on start: one
- * graphile-worker job per run, task `<jobPrefix>flows`, `max_attempts` 3, run now, no queue name,
- * and the engine's MessageData payload
+ * Enqueuing runs exactly as @workflow/world-postgres re-drives them on start: one graphile-worker
+ * job per run, task `<jobPrefix>flows`, `max_attempts` 3, run now, no queue name, and the
+ * engine's MessageData payload
  *
  *   {"attempt": 1, "messageId": "msg_<ULID>", "id": <workflow name>, "data": <base64 of {"runId": …}>}
  *
- * The one deliberate difference: no job key. The engine keys its own jobs with the message id;
- * a recovery job needs no key, and a key could only ever replace a run's own pending wake-up job
- * (graphile's default `replace` mode), never help.
+ * keyed, as the engine keys its own jobs, by that fresh message id: a key nobody else holds can
+ * replace nothing, and it lets Rollcall map the execution of a recovery job (whose message id the
+ * tracker reports) to the graphile worker that locked it.
+ *
+ * A run handed out WITH a `messageId` (the message that owns an interrupted step) is re-driven
+ * with exactly that message id, so the runtime re-runs the step at once instead of waiting out its
+ * inline-ownership lease; such a job gets NO key, since the engine's own job may still carry that
+ * key and graphile's `replace` mode would overwrite (or fork) it.
  */
 
 // The engine's queue names: `__wkf_workflow_<name>`, `__wkf_step_<name>`, or with a topic
@@ -43,16 +48,28 @@ export function workflowMessage(id, runId, messageId = newMessageId()) {
   return { attempt: 1, messageId, id, data: body.toString('base64') };
 }
 
-/** The graphile-worker job_spec rows (as JSON) for a batch of runs. */
+/** True for a message id the engine accepts (`msg_…`). */
+export function isMessageId(value) {
+  return typeof value === 'string' && /^msg_[0-9A-Za-z_-]+$/.test(value);
+}
+
+/**
+ * The graphile-worker job_spec rows (as JSON) for a batch of runs: a fresh message id, which is
+ * also the job key, or the run's own `messageId` and no key.
+ */
 export function jobSpecs(runs, { jobPrefix = 'workflow_', maxAttempts = 3 } = {}) {
   return runs.map((run) => {
     const { task, id } = routeOf(run, jobPrefix);
-    return {
+    const owned = isMessageId(run.messageId);
+    const messageId = owned ? run.messageId : newMessageId();
+    const spec = {
       identifier: task,
-      payload: workflowMessage(id, run.runId),
+      payload: workflowMessage(id, run.runId, messageId),
       max_attempts: maxAttempts,
-      // queue_name, run_at (now()), job_key, priority (0), flags: left null on purpose.
+      // queue_name, run_at (now()), priority (0), flags: left null on purpose.
     };
+    if (!owned) spec.job_key = messageId;
+    return spec;
   });
 }
 
@@ -90,7 +107,8 @@ export function graphileEnqueuer({ pool, jobPrefix = 'workflow_', schema = 'grap
     if (runs.length === 0) return { failedRunIds: [] };
     const { rows } = await pool.query(sql, [JSON.stringify(jobSpecs(runs, { jobPrefix }))]);
     if (rows[0].added !== runs.length) {
-      // Cannot happen without job keys; if it ever does, let Rollcall hand the batch out again.
+      // Cannot happen: the only keys are fresh message ids. If it ever does, let Rollcall hand the
+      // batch out again.
       throw new Error(`graphile add_jobs added ${rows[0].added} jobs for ${runs.length} runs`);
     }
     return { failedRunIds: [] };

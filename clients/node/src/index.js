@@ -2,7 +2,7 @@ export { startRecovery, RecoveryClient, backoff, MAX_IN_FLIGHT } from './client.
 export { RollcallError, PROBLEM_PREFIX, UNREACHABLE, BAD_RESPONSE } from './errors.js';
 export { RollcallApi } from './http.js';
 export { createTracker } from './tracker.js';
-export { graphileEnqueuer, jobSpecs, workflowMessage, routeOf, newMessageId } from './graphile.js';
-export { trackWorld, startWorldWithoutRecovery, runIdOfMessage } from './world.js';
+export { graphileEnqueuer, jobSpecs, workflowMessage, routeOf, newMessageId, isMessageId } from './graphile.js';
+export { trackWorld, startWorldWithoutRecovery, runIdOfMessage, messageIdOf } from './world.js';
 export { jsonLogger, silentLogger } from './log.js';
 export { monotonicUlid } from './ulid.js';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, test } from 'node:test';
-import { RollcallError, startRecovery } from '../src/index.js';
+import { RollcallError, createTracker, startRecovery } from '../src/index.js';
 import { freePort } from './support/service.js';
 
 const servers = [];
@@ -253,6 +253,33 @@ test('heartbeats carry the in-flight set; recoveryPending makes it claim again',
   await sleep(150);
   assert.deepEqual(fake.of('heartbeat').at(-1).body, { inFlight: [] });
   await client.stop();
+});
+
+test('in-flight entries carry message ids: objects where the id is known, run ids otherwise, in the registration, heartbeats and the leave', async () => {
+  const fake = await fakeRollcall({});
+  const tracker = createTracker();
+  tracker.begin('wrun_replay', 'msg_01A');
+  tracker.begin('wrun_replay', 'msg_01B');
+  tracker.begin('wrun_plain');
+  const client = startRecovery(base(fake.url, { inFlight: tracker }));
+  assert.equal((await client.recovered).status, 'done');
+  const entries = [{ runId: 'wrun_replay', messageId: 'msg_01A' }, { runId: 'wrun_replay', messageId: 'msg_01B' }, 'wrun_plain'];
+  assert.deepEqual(fake.of('register')[0].body.inFlight, entries, 'published with the registration');
+  assert.deepEqual(fake.of('heartbeat')[0].body, { inFlight: entries });
+  client.tracker.end('wrun_replay', 'msg_01A');
+  await client.stop();
+  assert.deepEqual(fake.of('leave')[0].body, { inFlight: [{ runId: 'wrun_replay', messageId: 'msg_01B' }, 'wrun_plain'] });
+});
+
+test('an inFlight function may return entries of both forms; malformed ones are not sent', async () => {
+  const fake = await fakeRollcall({});
+  const client = startRecovery({
+    ...base(fake.url),
+    inFlight: () => ['wrun_a', { runId: 'wrun_b', messageId: 'msg_1' }, { runId: 'wrun_c' }, { messageId: 'msg_2' }, '', 7],
+  });
+  assert.equal((await client.recovered).status, 'done');
+  await client.stop();
+  assert.deepEqual(fake.of('leave')[0].body, { inFlight: ['wrun_a', { runId: 'wrun_b', messageId: 'msg_1' }, { runId: 'wrun_c' }] });
 });
 
 /** A registration answer with a long lease and a 20 s heartbeat interval. */

@@ -3,31 +3,23 @@
 // 0.16.6's queue). Replicas are separate node processes. Everything runs on loopback, is bounded
 // in time, and every process started here is killed in `after`, also when a test fails.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { createWorld } from '@workflow/world-postgres';
 import { WorkflowInvokePayloadSchema } from '@workflow/world';
 import { graphileEnqueuer, startRecovery, startWorldWithoutRecovery, trackWorld, createTracker } from '../src/index.js';
 import { addForeignJobs, jobs, pool as makePool, seedRuns } from './support/db.js';
-import { killAll, resultOf, spawnClient } from './support/processes.js';
-import { freePort, NAMESPACE, SECRET, setUpEngineSchemas, startService, waitReady } from './support/service.js';
+import { resultOf, spawnClient } from './support/processes.js';
+import { freePort, NAMESPACE, SECRET } from './support/service.js';
+import { withService } from './support/suite.js';
 
 // The engine's own MessageData schema: not exported by the package, so loaded from its dist.
 const { MessageData } = await import(new URL('./message.js', import.meta.resolve('@workflow/world-postgres')));
 
 let service;
 let db;
-
-before(async () => {
-  service = await startService();
-  await setUpEngineSchemas(service.dbUrl);
-  await waitReady(service);
-  db = makePool(service.dbUrl);
-});
-
-after(async () => {
-  killAll();
-  await db?.end();
-  await service?.stop();
+withService((s, d) => {
+  service = s;
+  db = d;
 });
 
 const clientConfig = (deploymentId, name, extra = {}) => ({
@@ -52,7 +44,7 @@ function newJobsByRun(beforeJobs, afterJobs) {
 function assertEngineJob(job, run) {
   assert.equal(job.task, 'workflow_flows');
   assert.equal(job.max_attempts, 3);
-  assert.equal(job.key, null, 'recovery jobs carry no job key');
+  assert.equal(job.key, job.payload.messageId, 'recovery jobs are keyed by their own fresh message id');
   assert.equal(job.job_queue_id, null, 'no named graphile queue');
   assert.equal(job.priority, 0);
   const message = MessageData.parse(job.payload); // the engine's own decoder accepts it
@@ -61,6 +53,15 @@ function assertEngineJob(job, run) {
   assert.match(message.messageId, /^msg_[0-9A-HJKMNP-TV-Z]{26}$/);
   const body = WorkflowInvokePayloadSchema.parse(JSON.parse(message.data.toString('utf8')));
   assert.deepEqual(body, { runId: run.runId });
+}
+
+function workflowMessagePayload(run, messageId) {
+  return {
+    attempt: 1,
+    messageId,
+    id: run.workflowName,
+    data: Buffer.from(JSON.stringify({ runId: run.runId })).toString('base64'),
+  };
 }
 
 describe('against the real service', { timeout: 300_000 }, () => {
@@ -232,7 +233,7 @@ describe('against the real service', { timeout: 300_000 }, () => {
     }
   });
 
-  test('the built-in enqueuer writes the job the engine itself writes (but for the job key)', async () => {
+  test('the built-in enqueuer writes the job the engine itself writes, keyed by its message id the same way', async () => {
     const [run] = await seedRuns(db, { active: 1 });
     const previous = process.env.WORKFLOW_LOCAL_BASE_URL;
     // The engine's queue runner waits for its executor at this URL; nobody listens, so its
@@ -254,13 +255,41 @@ describe('against the real service', { timeout: 300_000 }, () => {
       assert.equal(ours.payload.attempt, engine.payload.attempt);
       assert.equal(ours.payload.data, engine.payload.data, 'byte-identical message body');
       assert.equal(engine.key, engine.payload.messageId, 'the engine keys its jobs by message id');
-      assert.equal(ours.key, null, 'recovery does not');
+      assert.equal(ours.key, ours.payload.messageId, 'and so does recovery, with a fresh one');
+      assert.notEqual(ours.key, engine.key);
     } finally {
       await world.close();
       await p.end();
       if (previous === undefined) delete process.env.WORKFLOW_LOCAL_BASE_URL;
       else process.env.WORKFLOW_LOCAL_BASE_URL = previous;
     }
+  });
+
+  test("a run handed out with its owner's message id gets exactly that id and no key; the owner's locked job is left alone", async () => {
+    const [run] = await seedRuns(db, { active: 1 });
+    const owner = 'msg_01JAAAAAAAAAAAAAAAAAAAAAAB';
+    const ownerPayload = workflowMessagePayload(run, owner);
+    await db.query(`SELECT graphile_worker.add_job('workflow_flows', $1::json, max_attempts => 3, job_key => $2)`, [
+      JSON.stringify(ownerPayload),
+      owner,
+    ]);
+    // Its worker died while it ran the job: the lock stays until someone releases it.
+    await db.query(`UPDATE graphile_worker._private_jobs SET locked_at = now(), locked_by = 'worker-dead', attempts = 1`);
+    const [ownerJob] = await jobs(db);
+    const p = makePool(service.dbUrl, 2);
+    try {
+      await graphileEnqueuer({ pool: p })([{ ...run, messageId: owner }]);
+    } finally {
+      await p.end();
+    }
+    const all = await jobs(db);
+    assert.equal(all.length, 2, 'a second job, not a replacement');
+    assert.deepEqual(all[0], ownerJob, "the owner's job is untouched, field by field");
+    const redrive = all[1];
+    assert.equal(redrive.key, null, 'no key');
+    assert.equal(redrive.locked_by, null);
+    assert.equal(MessageData.parse(redrive.payload).messageId, owner, 'the same message id');
+    assertEngineJob({ ...redrive, key: redrive.payload.messageId }, run);
   });
 
   test("startWorldWithoutRecovery starts the engine's queue without its re-enqueue; start() re-enqueues", async () => {
@@ -289,13 +318,13 @@ describe('against the real service', { timeout: 300_000 }, () => {
     }
   });
 
-  test("trackWorld: the engine's queue handler reports the run it executes", async () => {
+  test("trackWorld: the engine's queue handler reports the run it executes and the message that delivered it", async () => {
     const world = createWorld({ connectionString: service.dbUrl, jobPrefix: 'workflow_', queueConcurrency: 1 });
     const tracker = createTracker();
     trackWorld(world, tracker);
     let seen = null;
     const handler = world.createQueueHandler('__wkf_workflow_', async (message) => {
-      seen = { message, inFlight: tracker.list() };
+      seen = { message, inFlight: tracker.entries() };
     });
     try {
       const res = await handler(
@@ -311,7 +340,11 @@ describe('against the real service', { timeout: 300_000 }, () => {
         }),
       );
       assert.equal(res.status, 200, await res.clone().text());
-      assert.deepEqual(seen.inFlight, ['wrun_01TRACKED'], 'in flight while the handler runs');
+      assert.deepEqual(
+        seen.inFlight,
+        [{ runId: 'wrun_01TRACKED', messageId: 'msg_01JABCDEFGHJKMNPQRSTVWXYZ0' }],
+        'in flight with the message id of its delivery while the handler runs',
+      );
       assert.deepEqual(tracker.list(), [], 'and not after');
     } finally {
       await world.close();

@@ -8,6 +8,7 @@ import {
   backoff,
   createTracker,
   jobSpecs,
+  messageIdOf,
   monotonicUlid,
   routeOf,
   runIdOfMessage,
@@ -40,11 +41,40 @@ test('routeOf follows the engine: task from the queue kind, payload id from the 
   assert.deepEqual(routeOf({ workflowName: 'wf//x' }), { task: 'workflow_flows', id: 'wf//x' });
 });
 
-test('jobSpecs: max_attempts 3 and nothing else set (no key, no queue, run now)', () => {
-  const [spec] = jobSpecs([{ runId: 'wrun_1', workflowName: 'a', queueName: '__wkf_workflow_a' }], { jobPrefix: 'p_' });
-  assert.deepEqual(Object.keys(spec).sort(), ['identifier', 'max_attempts', 'payload']);
-  assert.equal(spec.identifier, 'p_flows');
-  assert.equal(spec.max_attempts, 3);
+test('jobSpecs: a fresh message id that is also the job key; max_attempts 3; no queue, run now', () => {
+  const runs = [
+    { runId: 'wrun_1', workflowName: 'a', queueName: '__wkf_workflow_a' },
+    { runId: 'wrun_2', workflowName: 'a', queueName: '__wkf_workflow_a' },
+  ];
+  const specs = jobSpecs(runs, { jobPrefix: 'p_' });
+  for (const spec of specs) {
+    assert.deepEqual(Object.keys(spec).sort(), ['identifier', 'job_key', 'max_attempts', 'payload']);
+    assert.equal(spec.identifier, 'p_flows');
+    assert.equal(spec.max_attempts, 3);
+    assert.match(spec.payload.messageId, /^msg_[0-9A-HJKMNP-TV-Z]{26}$/);
+    assert.equal(spec.job_key, spec.payload.messageId, 'keyed by its own message id, as the engine keys its jobs');
+    assert.equal(MessageData.parse(spec.payload).messageId, spec.payload.messageId);
+  }
+  assert.notEqual(specs[0].job_key, specs[1].job_key, 'every key is fresh');
+  // A fresh batch again: never a key seen before.
+  const again = jobSpecs(runs);
+  assert.equal(new Set([...specs, ...again].map((s) => s.job_key)).size, 4);
+});
+
+test("jobSpecs: a run that carries its owner's message id is re-driven with exactly that id and no key", () => {
+  const [owned, fresh, bad] = jobSpecs([
+    { runId: 'wrun_1', workflowName: 'a', messageId: 'msg_01JOWNER0000000000000000AA' },
+    { runId: 'wrun_2', workflowName: 'a' },
+    { runId: 'wrun_3', workflowName: 'a', messageId: 'not a message id' },
+  ]);
+  assert.equal(owned.payload.messageId, 'msg_01JOWNER0000000000000000AA');
+  assert.equal('job_key' in owned, false, "no key: the engine's own job may still hold that key");
+  assert.equal(MessageData.parse(owned.payload).messageId, 'msg_01JOWNER0000000000000000AA');
+  assert.equal(Buffer.from(owned.payload.data, 'base64').toString(), '{"runId":"wrun_1"}');
+  assert.equal(fresh.job_key, fresh.payload.messageId);
+  // Something the engine could not parse as a message id is not used: a fresh, keyed message.
+  assert.match(bad.payload.messageId, /^msg_[0-9A-HJKMNP-TV-Z]{26}$/);
+  assert.equal(bad.job_key, bad.payload.messageId);
 });
 
 test('monotonic ULIDs: 26 Crockford characters that sort in creation order, even within a millisecond', () => {
@@ -83,6 +113,36 @@ test('tracker: counted begin/end, wrap ends on throw, list', async () => {
   assert.throws(() => t.begin(''), TypeError);
 });
 
+test('tracker with message ids: one entry per execution, counted, bare run ids only when no id is known', async () => {
+  const t = createTracker();
+  t.begin('wrun_a', 'msg_1'); // a workflow replay
+  t.begin('wrun_a', 'msg_2'); // a step of the same run, another message
+  t.begin('wrun_a', 'msg_2'); // the same message twice (a redelivery racing the first)
+  t.begin('wrun_b'); // no message id known
+  t.begin('wrun_c');
+  t.begin('wrun_c', 'msg_3');
+  assert.deepEqual(t.entries(), [
+    { runId: 'wrun_a', messageId: 'msg_1' },
+    { runId: 'wrun_a', messageId: 'msg_2' },
+    { runId: 'wrun_c', messageId: 'msg_3' },
+    'wrun_b',
+  ]);
+  assert.deepEqual(t.list(), ['wrun_a', 'wrun_b', 'wrun_c']);
+  assert.equal(t.size, 3);
+  t.end('wrun_a', 'msg_2');
+  assert.deepEqual(t.entries()[1], { runId: 'wrun_a', messageId: 'msg_2' }, 'counted: one of two ended');
+  t.end('wrun_a', 'msg_2');
+  t.end('wrun_a', 'msg_1');
+  assert.equal(t.has('wrun_a'), false);
+  t.end('wrun_c', 'msg_3');
+  assert.deepEqual(t.entries(), ['wrun_b', 'wrun_c'], 'the run stays in flight as a bare id');
+  t.end('wrun_c', 'msg_unknown'); // ends nothing: not this execution
+  assert.deepEqual(t.list(), ['wrun_b', 'wrun_c']);
+  const during = await t.wrap('wrun_d', async () => t.entries(), 'msg_4');
+  assert.deepEqual(during, [{ runId: 'wrun_d', messageId: 'msg_4' }, 'wrun_b', 'wrun_c']);
+  assert.equal(t.has('wrun_d'), false);
+});
+
 test('RollcallError: slug, retryable, gone', () => {
   const e = new RollcallError({ type: 'urn:rollcall:problem:stale-fence', status: 409, detail: 'd', operation: 'complete' });
   assert.equal(e.slug, 'stale-fence');
@@ -111,19 +171,48 @@ test('runIdOfMessage and trackWorld on a stand-in world', async () => {
   assert.equal(runIdOfMessage('__wkf_step_', { runId: 'r3' }), undefined);
   assert.equal(runIdOfMessage('__wkf_workflow_', null), undefined);
 
+  // The engines' queue handler passes (message, {attempt, queueName, messageId}).
   const world = {
     createQueueHandler(prefix, handler) {
-      return (message) => handler(message, { attempt: 1 });
+      return (message, messageId) => handler(message, { attempt: 1, queueName: `${prefix}x`, messageId });
     },
   };
   const tracker = createTracker();
   assert.equal(trackWorld(world, tracker), world);
   trackWorld(world, tracker); // twice: still one wrapper
   const seen = [];
-  const flow = world.createQueueHandler('__wkf_workflow_', async () => seen.push(tracker.list()));
-  const step = world.createQueueHandler('__wkf_step_', async () => seen.push(tracker.list()));
-  await flow({ runId: 'wrun_a' });
-  await step({ workflowRunId: 'wrun_b' });
-  assert.deepEqual(seen, [['wrun_a'], ['wrun_b']]);
+  const flow = world.createQueueHandler('__wkf_workflow_', async () => seen.push(tracker.entries()));
+  const step = world.createQueueHandler('__wkf_step_', async () => seen.push(tracker.entries()));
+  await flow({ runId: 'wrun_a' }, 'msg_A');
+  await step({ workflowRunId: 'wrun_b' }, 'msg_B');
+  await flow({ runId: 'wrun_c' }); // no message id known
+  assert.deepEqual(seen, [[{ runId: 'wrun_a', messageId: 'msg_A' }], [{ runId: 'wrun_b', messageId: 'msg_B' }], ['wrun_c']]);
   assert.deepEqual(tracker.list(), []);
+});
+
+test('messageIdOf: the handler meta first, then the message payload', () => {
+  assert.equal(messageIdOf({ runId: 'r', messageId: 'msg_p' }, { messageId: 'msg_m' }), 'msg_m');
+  assert.equal(messageIdOf({ runId: 'r', messageId: 'msg_p' }, { attempt: 1 }), 'msg_p');
+  assert.equal(messageIdOf({ runId: 'r' }, undefined), undefined);
+  assert.equal(messageIdOf(null, { messageId: '' }), undefined);
+});
+
+test('trackWorld admit: a delivery waits while admit() hands back a pending promise, and is not in flight meanwhile', async () => {
+  let gate = null;
+  const world = { createQueueHandler: (prefix, handler) => (m) => handler(m, { messageId: 'msg_1' }) };
+  const tracker = createTracker();
+  trackWorld(world, tracker, { admit: () => gate?.promise });
+  let ran = 0;
+  const flow = world.createQueueHandler('__wkf_workflow_', async () => ran++);
+  await flow({ runId: 'wrun_a' });
+  assert.equal(ran, 1);
+  let open;
+  gate = { promise: new Promise((r) => (open = r)) };
+  const held = flow({ runId: 'wrun_b' });
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(ran, 1, 'held back');
+  assert.deepEqual(tracker.list(), []);
+  open();
+  await held;
+  assert.equal(ran, 2);
 });

@@ -4,16 +4,21 @@ import pg from 'pg';
 export const WORKFLOWS = ['checkout', 'send-invoice', 'nightly-report', 'onboard-user'];
 
 export function pool(dbUrl, max = 4) {
-  return new pg.Pool({ connectionString: dbUrl, max });
+  const p = new pg.Pool({ connectionString: dbUrl, max });
+  // An idle client whose backend ends (the database shutting down at the end of a file) emits
+  // 'error' on the pool; the next query reports any real problem, so this is not a failure.
+  p.on('error', () => {});
+  return p;
 }
 
 /**
  * Empties the runs table and graphile's jobs, then seeds `active` runs (pending and running,
  * alternately) interleaved with `terminal` ones (completed, failed, cancelled). Ids are
  * `wrun_` + 26 ULID characters that sort in creation order; `updated_at` lies an hour back so no
- * run counts as recently active. Returns the active runs as {runId, workflowName}.
+ * run counts as recently active; `firstId` shifts the ids, so that runs of one test are never
+ * runs an earlier test's instances held. Returns the active runs as {runId, workflowName}.
  */
-export async function seedRuns(db, { active, terminal = 0 }) {
+export async function seedRuns(db, { active, terminal = 0, firstId = 0 }) {
   await db.query('TRUNCATE workflow.workflow_runs');
   await db.query('DELETE FROM graphile_worker._private_jobs');
   const total = active + terminal;
@@ -23,7 +28,7 @@ export async function seedRuns(db, { active, terminal = 0 }) {
        SELECT n, (floor(n::numeric * $1 / $2) <> floor((n + 1)::numeric * $1 / $2)) AS is_active
        FROM generate_series(0, $2::int - 1) AS n)
      INSERT INTO workflow.workflow_runs (id, status, name, deployment_id, created_at, updated_at)
-     SELECT 'wrun_01' || lpad(n::text, 24, '0'),
+     SELECT 'wrun_01' || lpad((n + $4::int)::text, 24, '0'),
             (CASE WHEN is_active THEN (CASE WHEN n % 2 = 0 THEN 'pending' ELSE 'running' END)
                   ELSE (ARRAY['completed', 'failed', 'cancelled'])[1 + n % 3] END)::workflow.status,
             ($3::text[])[1 + n % cardinality($3::text[])],
@@ -32,7 +37,7 @@ export async function seedRuns(db, { active, terminal = 0 }) {
             now() - interval '1 hour'
      FROM slots
      RETURNING id, name, status`,
-    [active, total, WORKFLOWS],
+    [active, total, WORKFLOWS, firstId],
   );
   const actives = rows
     .filter((r) => r.status === 'pending' || r.status === 'running')
@@ -45,7 +50,7 @@ export async function seedRuns(db, { active, terminal = 0 }) {
 export async function jobs(db) {
   const { rows } = await db.query(
     `SELECT j.id::bigint AS id, t.identifier AS task, j.payload::text AS payload, j.max_attempts, j.key,
-            j.job_queue_id, j.run_at, j.attempts, j.revision, j.locked_at, j.priority, j.flags
+            j.job_queue_id, j.run_at, j.attempts, j.revision, j.locked_at, j.locked_by, j.priority, j.flags
      FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
      ORDER BY j.id`,
   );

@@ -23,8 +23,9 @@ process.on('exit', killAll);
  * Starts a node program as a child, collects its JSON stdout lines and exposes
  * `waitFor(event)`, `exited` (promise of {code, signal, events}), `send(line)` and `kill(signal)`.
  */
-export function spawnNode(script, { env = {}, args = [], timeoutMs = 120_000 } = {}) {
+export function spawnNode(script, { env = {}, args = [], timeoutMs = 120_000, cwd } = {}) {
   const child = spawn(process.execPath, [script, ...args], {
+    cwd,
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

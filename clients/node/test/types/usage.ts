@@ -8,8 +8,10 @@ import {
   startRecovery,
   startWorldWithoutRecovery,
   trackWorld,
+  type InFlightEntry,
   type RecoveryOutcome,
 } from '@rollcall/client';
+import createRollcallWorld, { rollcallClient, worldSettings } from '@rollcall/client/world';
 
 const pool = new pg.Pool({ connectionString: process.env.WORKFLOW_POSTGRES_URL });
 const world = createWorld();
@@ -38,7 +40,22 @@ async function main() {
   if (outcome.status === 'failed') console.error(outcome.error.detail);
   const n: number = recovery.stats.runsEnqueued;
   await tracker.wrap('wrun_1', async () => n);
+  await tracker.wrap('wrun_2', async () => n, 'msg_01');
+  const entries: InFlightEntry[] = tracker.entries();
+  const zeroCode = createRollcallWorld();
+  await zeroCode.start();
+  const client = rollcallClient();
+  if (client) console.log(client.instanceId, entries.length, worldSettings(process.env).deploymentId);
 }
+
+startRecovery({
+  url: 'x',
+  namespace: 'n',
+  registrationSecret: 's',
+  deploymentId: 'd',
+  pool,
+  inFlight: () => ['wrun_1', { runId: 'wrun_2', messageId: 'msg_1' }],
+});
 
 startRecovery({
   url: 'x',

@@ -130,7 +130,12 @@ public class AdminService {
             "SELECT i.*, CASE WHEN i.state = 'live' AND i.lease_expires_at <= now() THEN 'dead'"
                 + " ELSE i.state END AS shown_state,"
                 + " (SELECT count(*) FROM rollcall.ownership o WHERE o.instance_id = i.id)"
-                + " AS in_flight FROM rollcall.instances i"
+                + " AS in_flight,"
+                // Registered worker ids, then those learned from the queue.
+                + " i.worker_ids || ARRAY(SELECT w.worker_id FROM rollcall.queue_workers w"
+                + "   WHERE w.instance_id = i.id AND w.worker_id <> ALL(i.worker_ids)"
+                + "   ORDER BY w.learned_at, w.worker_id) AS known_worker_ids"
+                + " FROM rollcall.instances i"
                 + " WHERE ($1::text IS NULL OR i.namespace = $1)"
                 + " AND ($2::text IS NULL OR (CASE WHEN i.state = 'live'"
                 + "   AND i.lease_expires_at <= now() THEN 'dead' ELSE i.state END) = $2)"
@@ -161,7 +166,7 @@ public class AdminService {
                         r.getOffsetDateTime("ended_at"),
                         r.getString("end_reason"),
                         r.getLong("in_flight"),
-                        List.of(r.getArrayOfStrings("worker_ids"))));
+                        List.of(r.getArrayOfStrings("known_worker_ids"))));
               }
               String next = null;
               if (items.size() > n) {
@@ -351,7 +356,7 @@ public class AdminService {
   public Uni<RunLedger> run(String namespace, String runId) {
     sources.get(namespace);
     return pool.preparedQuery(
-            "SELECT l.*, e.kind FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
+            "SELECT l.*, e.kind FROM rollcall.ledger l LEFT JOIN rollcall.epochs e ON e.id = l.epoch_id"
                 + " WHERE l.namespace = $1 AND l.run_id = $2 ORDER BY l.id")
         .execute(Tuple.of(namespace, runId))
         .chain(

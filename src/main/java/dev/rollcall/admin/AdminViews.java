@@ -32,7 +32,10 @@ public final class AdminViews {
       OffsetDateTime createdAt,
       OffsetDateTime closedAt) {}
 
-  /** An instance. */
+  /**
+   * An instance. {@code workerIds}: the queue workers it registered, then those learned from the
+   * queue (the workers holding the jobs of the messages it reported).
+   */
   public record InstanceView(
       UUID id,
       String namespace,

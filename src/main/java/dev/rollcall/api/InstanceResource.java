@@ -2,11 +2,13 @@ package dev.rollcall.api;
 
 import dev.rollcall.api.dto.Dtos.HeartbeatRequest;
 import dev.rollcall.api.dto.Dtos.HeartbeatResponse;
+import dev.rollcall.api.dto.Dtos.InFlightEntry;
 import dev.rollcall.api.dto.Dtos.LeaveRequest;
 import dev.rollcall.api.dto.Dtos.RegisterRequest;
 import dev.rollcall.api.dto.Dtos.RegisterResponse;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.recovery.Departures;
+import dev.rollcall.registry.InFlight;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.registry.Ownership;
 import io.smallrye.mutiny.Uni;
@@ -78,7 +80,7 @@ public class InstanceResource {
       @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
       @RestPath UUID id,
       HeartbeatRequest request) {
-    Optional<List<String>> inFlight = inFlight(request == null ? null : request.inFlight());
+    Optional<List<InFlight>> inFlight = inFlight(request == null ? null : request.inFlight());
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
@@ -101,16 +103,16 @@ public class InstanceResource {
       @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
       @RestPath UUID id,
       LeaveRequest request) {
-    Optional<List<String>> inFlight = inFlight(request == null ? null : request.inFlight());
+    Optional<List<InFlight>> inFlight = inFlight(request == null ? null : request.inFlight());
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
         .chain(caller -> departures.leave(caller, inFlight));
   }
 
-  private static Optional<List<String>> inFlight(List<String> runIds) {
-    return runIds == null
+  private static Optional<List<InFlight>> inFlight(List<InFlightEntry> entries) {
+    return entries == null
         ? Optional.empty()
-        : Optional.of(Requests.texts(runIds, "inFlight", Ownership.MAX_IN_FLIGHT));
+        : Optional.of(Requests.inFlight(entries, "inFlight", Ownership.MAX_IN_FLIGHT));
   }
 }

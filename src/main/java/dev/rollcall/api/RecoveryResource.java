@@ -112,7 +112,8 @@ public class RecoveryResource {
                               r.workflowName(),
                               r.queueName(),
                               r.reason(),
-                              r.deadInstanceId()))
+                              r.deadInstanceId(),
+                              r.messageId()))
                   .toList()),
           null,
           null);

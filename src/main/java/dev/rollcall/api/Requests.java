@@ -1,7 +1,10 @@
 package dev.rollcall.api;
 
+import dev.rollcall.api.dto.Dtos.InFlightEntry;
 import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.error.Problems.Unauthorized;
+import dev.rollcall.registry.InFlight;
+import java.util.ArrayList;
 import java.util.List;
 
 /** Checks of request values, shared by the resources. Each failure names the field. */
@@ -46,6 +49,28 @@ final class Requests {
       text(values.get(i), field + "[" + i + "]");
     }
     return values;
+  }
+
+  /**
+   * An {@code inFlight} list: each entry a run id, or an object with a run id and an optional
+   * message id.
+   */
+  static List<InFlight> inFlight(List<InFlightEntry> entries, String field, int max) {
+    if (entries.size() > max) {
+      throw new InvalidRequest("'" + field + "' has more than " + max + " entries");
+    }
+    List<InFlight> out = new ArrayList<>(entries.size());
+    for (int i = 0; i < entries.size(); i++) {
+      InFlightEntry e = entries.get(i);
+      String at = field + "[" + i + "]";
+      if (e == null) {
+        throw new InvalidRequest("'" + at + "' must be a run id or an object with a 'runId'");
+      }
+      String runId = text(e.runId(), e.messageId() == null ? at : at + ".runId");
+      String messageId = e.messageId() == null ? null : text(e.messageId(), at + ".messageId");
+      out.add(new InFlight(runId, messageId));
+    }
+    return out;
   }
 
   static int range(Integer value, int fallback, int min, int max, String field) {

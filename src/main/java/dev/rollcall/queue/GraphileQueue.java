@@ -5,12 +5,17 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.rollcall.source.Sql;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.Collection;
 import java.util.List;
+import java.util.UUID;
+import java.util.function.Supplier;
 import org.jboss.logging.Logger;
 
 /**
@@ -19,21 +24,51 @@ import org.jboss.logging.Logger;
  * scoped to this namespace's task identifiers, because several applications may share one queue
  * schema. Only the lock columns change: payload, attempts, key and {@code run_at} stay as they
  * were.
+ *
+ * <p>Which worker is whose is learned from the queue: an instance reports the message id of each
+ * execution, the engine keys each job by its message id (or by its idempotency key, with the
+ * message id in the payload), and the job's {@code locked_by} is the worker executing it.
  */
 public final class GraphileQueue implements QueueLocks {
 
   private static final Logger LOG = Logger.getLogger(GraphileQueue.class);
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  /**
+   * The queue workers live instances of namespace {@code $ns} own up to: registered or learned.
+   * Liveness is decided here, by the statement's own {@code now()}.
+   */
+  public static String liveWorkers(String ns) {
+    return "SELECT unnest(i.worker_ids) FROM rollcall.instances i WHERE i.namespace = "
+        + ns
+        + " AND i.state = 'live' AND i.lease_expires_at > now()"
+        + " UNION ALL SELECT w.worker_id FROM rollcall.queue_workers w"
+        + " JOIN rollcall.instances i ON i.id = w.instance_id WHERE w.namespace = "
+        + ns
+        + " AND i.state = 'live' AND i.lease_expires_at > now()";
+  }
+
+  /** True when a live instance of namespace {@code $ns} reports executing job {@code j}. */
+  private static String reportedLive(String ns) {
+    return "EXISTS (SELECT 1 FROM rollcall.ownership_messages m"
+        + " JOIN rollcall.instances i ON i.id = m.instance_id WHERE m.namespace = "
+        + ns
+        + " AND m.message_id IN (j.key, j.payload ->> 'messageId')"
+        + " AND i.state = 'live' AND i.lease_expires_at > now())";
+  }
+
+  private final String namespace;
   private final String schemaName;
   private final String schema;
   private final List<String> taskIdentifiers;
 
   /**
+   * @param namespace the Rollcall namespace whose instances consume this queue
    * @param schema the queue's schema, usually {@code graphile_worker}
    * @param taskIdentifiers this namespace's task identifiers, e.g. {@code workflow_flows}
    */
-  public GraphileQueue(String schema, List<String> taskIdentifiers) {
+  public GraphileQueue(String namespace, String schema, List<String> taskIdentifiers) {
+    this.namespace = namespace;
     this.schemaName = schema;
     this.schema = Sql.ident(schema);
     this.taskIdentifiers = List.copyOf(taskIdentifiers);
@@ -44,8 +79,202 @@ public final class GraphileQueue implements QueueLocks {
     return taskIdentifiers;
   }
 
+  /**
+   * One probe of the unique index on {@code key} per message, and of the tasks' primary key: the
+   * cost grows with the reported messages only, never with the queue. Run outside the heartbeat's
+   * transaction (see {@code InstanceService}), so the instance row's lock is not held meanwhile.
+   * The first instance to show a worker keeps it; a message whose job is keyed by an idempotency
+   * key is not found here, and its worker is learned when the instance dies ({@link
+   * #releaseLocksOf}).
+   */
   @Override
-  public Uni<List<ReleasedLock>> releaseLocksOf(SqlClient client, List<String> workerIds) {
+  public Uni<Integer> learnWorkers(
+      SqlClient client, UUID instanceId, Collection<String> messageIds) {
+    if (messageIds.isEmpty()) {
+      return Uni.createFrom().item(0);
+    }
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.queue_workers (namespace, worker_id, instance_id, message_id)"
+                + " SELECT DISTINCT ON (j.locked_by) $2, j.locked_by, $1, j.key FROM "
+                + schema
+                + "._private_jobs j JOIN "
+                + schema
+                + "._private_tasks t ON t.id = j.task_id"
+                + " WHERE j.key = ANY($3::text[]) AND j.locked_by IS NOT NULL"
+                + " AND t.identifier = ANY($4::text[])"
+                + " ORDER BY j.locked_by, j.id ON CONFLICT DO NOTHING")
+        .execute(
+            Tuple.of(
+                instanceId,
+                namespace,
+                messageIds.toArray(String[]::new),
+                taskIdentifiers.toArray(String[]::new)))
+        .map(RowSet::rowCount);
+  }
+
+  @Override
+  public Uni<List<ReleasedLock>> releaseLocksOf(
+      SqlClient client, UUID instanceId, List<String> registeredWorkerIds) {
+    return ifKnown(
+        client,
+        "locks of instance " + instanceId + " are left for graphile-worker's own 4-hour expiry",
+        () ->
+            learnAtDeath(client, instanceId)
+                .chain(() -> release(client, instanceId, registeredWorkerIds)));
+  }
+
+  /**
+   * The workers holding the jobs of the messages the instance last reported, locked no later than
+   * it first reported them: that lock existed while the instance was executing the message, so it
+   * is the instance's. Matches the job's key and the message id in its payload (jobs keyed by an
+   * idempotency key), so it reads the namespace's locked jobs once: a takeover, not a heartbeat.
+   */
+  private Uni<Void> learnAtDeath(SqlClient client, UUID instanceId) {
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.queue_workers (namespace, worker_id, instance_id, message_id)"
+                + " SELECT DISTINCT ON (j.locked_by) $2, j.locked_by, $1, m.message_id"
+                + " FROM rollcall.ownership_messages m, "
+                + schema
+                + "._private_jobs j JOIN "
+                + schema
+                + "._private_tasks t ON t.id = j.task_id"
+                + " WHERE m.instance_id = $1 AND j.locked_by IS NOT NULL"
+                + " AND m.message_id IN (j.key, j.payload ->> 'messageId')"
+                + " AND j.locked_at <= m.reported_at AND t.identifier = ANY($3::text[])"
+                + " ORDER BY j.locked_by, j.id ON CONFLICT DO NOTHING")
+        .execute(Tuple.of(instanceId, namespace, taskIdentifiers.toArray(String[]::new)))
+        .replaceWithVoid();
+  }
+
+  /**
+   * The release of one instance's locks. Races: rows are locked before their lock columns change,
+   * so two service replicas (or a graphile worker completing the job) serialize on each job; the
+   * loser re-reads the row and finds it no longer locked by the worker, and releases nothing.
+   */
+  private Uni<List<ReleasedLock>> release(
+      SqlClient client, UUID instanceId, List<String> registeredWorkerIds) {
+    return unlock(
+        client,
+        "SELECT j.id, j.locked_by, j.locked_at, t.identifier, j.job_queue_id, j.key,"
+            + "   j.payload::text AS payload, $3::uuid AS owner_id,"
+            + "   CASE WHEN j.locked_by = ANY($1::text[]) THEN 'registered by instance ' || $3::uuid"
+            + "   ELSE 'learned for instance ' || $3::uuid || ' from message ' || w.message_id"
+            + "   || ' at ' || w.learned_at END AS proof"
+            + " FROM "
+            + schema
+            + "._private_jobs j JOIN "
+            + schema
+            + "._private_tasks t ON t.id = j.task_id"
+            + " LEFT JOIN rollcall.queue_workers w ON w.namespace = $4 AND w.worker_id = j.locked_by"
+            + "   AND w.instance_id = $3::uuid"
+            + " WHERE (j.locked_by = ANY($1::text[]) OR w.worker_id IS NOT NULL)"
+            + " AND t.identifier = ANY($2::text[])"
+            + " AND j.locked_by NOT IN (SELECT lw.worker_id FROM ("
+            + liveWorkers("$4")
+            + ") AS lw(worker_id) WHERE lw.worker_id IS NOT NULL)"
+            + " AND NOT "
+            + reportedLive("$4")
+            + " FOR UPDATE OF j",
+        Tuple.of(
+            registeredWorkerIds.toArray(String[]::new),
+            taskIdentifiers.toArray(String[]::new),
+            instanceId,
+            namespace));
+  }
+
+  /**
+   * Orphans: locks that no live instance owns up to, older than the fence by the database's clock,
+   * on keyed jobs (every engine job has a key, and a live executor reports its message within the
+   * fence). Rows another transaction has locked are skipped, so concurrent passes of several
+   * service replicas release each lock once.
+   */
+  @Override
+  public Uni<List<ReleasedLock>> releaseOrphanedLocks(SqlClient client, Duration fence) {
+    return ifKnown(
+        client,
+        "orphaned locks are left for graphile-worker's own 4-hour expiry",
+        () ->
+            unlock(
+                client,
+                "SELECT j.id, j.locked_by, j.locked_at, t.identifier, j.job_queue_id, j.key,"
+                    + "   j.payload::text AS payload, w.instance_id AS owner_id,"
+                    + "   'orphaned: worker ' || j.locked_by || ' locked the job at ' || j.locked_at"
+                    + "   || ', more than ' || $3::bigint || ' ms ago, no live instance owns the worker'"
+                    + "   || coalesce(' (it was instance ' || w.instance_id || '''s, learned from'"
+                    + "   || ' message ' || w.message_id || ')', '')"
+                    + "   || ' and none reports executing its message or its run' AS proof"
+                    + " FROM "
+                    + schema
+                    + "._private_jobs j JOIN "
+                    + schema
+                    + "._private_tasks t ON t.id = j.task_id"
+                    + " LEFT JOIN rollcall.queue_workers w ON w.namespace = $1"
+                    + "   AND w.worker_id = j.locked_by"
+                    + " WHERE j.locked_by IS NOT NULL AND j.key IS NOT NULL"
+                    + " AND t.identifier = ANY($2::text[])"
+                    + " AND j.locked_at < now() - $3::bigint * interval '1 millisecond'"
+                    + " AND j.locked_by NOT IN (SELECT lw.worker_id FROM ("
+                    + liveWorkers("$1")
+                    + ") AS lw(worker_id) WHERE lw.worker_id IS NOT NULL)"
+                    + " AND NOT "
+                    + reportedLive("$1")
+                    // An instance that reports a run without its message ids (an older client,
+                    // or a message it could not tell) may be executing this very job.
+                    + " AND NOT EXISTS (SELECT 1 FROM rollcall.ownership o"
+                    + "   JOIN rollcall.instances i ON i.id = o.instance_id WHERE o.namespace = $1"
+                    + "   AND o.run_id = rollcall.engine_job_run_id(j.payload)"
+                    + "   AND i.state = 'live' AND i.lease_expires_at > now())"
+                    + " FOR UPDATE OF j SKIP LOCKED",
+                Tuple.of(namespace, taskIdentifiers.toArray(String[]::new), fence.toMillis())));
+  }
+
+  /**
+   * Clears the lock columns of the jobs {@code targetSql} selects (and locks), and the job queue
+   * locks the same workers hold on those jobs' queues.
+   */
+  private Uni<List<ReleasedLock>> unlock(SqlClient client, String targetSql, Tuple params) {
+    String jobs = schema + "._private_jobs";
+    return client
+        .preparedQuery(
+            "WITH target AS ("
+                + targetSql
+                + "),"
+                + " unlocked AS (UPDATE "
+                + jobs
+                + " j SET locked_at = NULL, locked_by = NULL FROM target"
+                + "   WHERE j.id = target.id AND j.locked_by = target.locked_by),"
+                + " queues AS (UPDATE "
+                + schema
+                + "._private_job_queues q SET locked_at = NULL, locked_by = NULL"
+                + "   FROM target WHERE q.id = target.job_queue_id"
+                + "   AND q.locked_by = target.locked_by)"
+                + " SELECT id, locked_by, identifier, payload, key, owner_id,"
+                + " proof || ' (job key ' || coalesce(key, 'none') || ')' AS proof"
+                + " FROM target ORDER BY id")
+        .execute(params)
+        .map(
+            rows -> {
+              List<ReleasedLock> released = new ArrayList<>(rows.size());
+              for (Row r : rows) {
+                String payload = r.getString("payload");
+                released.add(
+                    new ReleasedLock(
+                        r.getLong("id"),
+                        r.getString("identifier"),
+                        r.getString("locked_by"),
+                        runIdOf(payload),
+                        messageIdOf(payload),
+                        r.getUUID("owner_id"),
+                        r.getString("proof")));
+              }
+              return released;
+            });
+  }
+
+  private Uni<List<ReleasedLock>> ifKnown(
+      SqlClient client, String otherwise, Supplier<Uni<List<ReleasedLock>>> action) {
     return client
         .preparedQuery(
             "SELECT to_regclass($1 || '._private_jobs') IS NOT NULL"
@@ -55,50 +284,22 @@ public final class GraphileQueue implements QueueLocks {
             rows -> {
               if (!rows.iterator().next().getBoolean("known")) {
                 LOG.warnf(
-                    "queue schema %s has no graphile-worker 0.16 tables; locks of workers %s are"
-                        + " left for graphile-worker's own 4-hour expiry",
-                    schemaName, workerIds);
+                    "queue schema %s has no graphile-worker 0.16 tables; %s",
+                    schemaName, otherwise);
                 return Uni.createFrom().item(List.<ReleasedLock>of());
               }
-              return release(client, workerIds);
+              return action.get();
             });
   }
 
-  private Uni<List<ReleasedLock>> release(SqlClient client, List<String> workerIds) {
-    String jobs = schema + "._private_jobs";
-    return client
-        .preparedQuery(
-            "WITH target AS (SELECT j.id, j.locked_by, t.identifier, j.job_queue_id,"
-                + "   j.payload::text AS payload FROM "
-                + jobs
-                + " j JOIN "
-                + schema
-                + "._private_tasks t ON t.id = j.task_id"
-                + "   WHERE j.locked_by = ANY($1::text[]) AND t.identifier = ANY($2::text[])"
-                + "   FOR UPDATE OF j),"
-                + " unlocked AS (UPDATE "
-                + jobs
-                + " j SET locked_at = NULL, locked_by = NULL FROM target WHERE j.id = target.id),"
-                + " queues AS (UPDATE "
-                + schema
-                + "._private_job_queues q SET locked_at = NULL, locked_by = NULL"
-                + "   WHERE q.locked_by = ANY($1::text[])"
-                + "   AND q.id IN (SELECT job_queue_id FROM target))"
-                + " SELECT id, locked_by, identifier, payload FROM target ORDER BY id")
-        .execute(Tuple.of(workerIds.toArray(String[]::new), taskIdentifiers.toArray(String[]::new)))
-        .map(
-            rows -> {
-              List<ReleasedLock> released = new ArrayList<>(rows.size());
-              for (Row r : rows) {
-                released.add(
-                    new ReleasedLock(
-                        r.getLong("id"),
-                        r.getString("identifier"),
-                        r.getString("locked_by"),
-                        runIdOf(r.getString("payload"))));
-              }
-              return released;
-            });
+  /** The message id of an engine payload ({@code messageId}), or null. */
+  static String messageIdOf(String payload) {
+    try {
+      JsonNode id = JSON.readTree(payload).path("messageId");
+      return id.isTextual() ? id.asText() : null;
+    } catch (Exception e) {
+      return null;
+    }
   }
 
   /**

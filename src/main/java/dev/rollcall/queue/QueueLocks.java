@@ -2,18 +2,50 @@ package dev.rollcall.queue;
 
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
+import java.time.Duration;
+import java.util.Collection;
 import java.util.List;
+import java.util.UUID;
 
 /**
- * An engine's job queue, as far as Rollcall touches it: releasing the locks that dead workers still
- * hold, so the queue redelivers their jobs at once. Rollcall never deletes, replaces or re-times a
- * job.
+ * An engine's job queue, as far as Rollcall touches it: learning which queue workers belong to
+ * which instance, and releasing the locks that dead or orphaned workers still hold, so the queue
+ * redelivers their jobs at once. Rollcall never deletes, replaces or re-times a job.
  */
 public interface QueueLocks {
 
-  /** A job lock that was released. {@code runId} is null when the payload does not name one. */
-  record ReleasedLock(long jobId, String taskIdentifier, String workerId, String runId) {}
+  /**
+   * A job lock that was released, and why that was safe. {@code runId} is null when the payload
+   * does not name one; {@code ownerId} is the instance the worker belonged to, null when none owned
+   * up to it.
+   */
+  record ReleasedLock(
+      long jobId,
+      String taskIdentifier,
+      String workerId,
+      String runId,
+      String messageId,
+      UUID ownerId,
+      String proof) {}
 
-  /** Releases the locks these workers hold on this namespace's jobs, returning what it released. */
-  Uni<List<ReleasedLock>> releaseLocksOf(SqlClient client, List<String> workerIds);
+  /**
+   * Learns the workers of an instance from the messages it reports executing: the worker that locks
+   * the job of such a message is the instance's. Returns how many workers were new.
+   */
+  Uni<Integer> learnWorkers(SqlClient client, UUID instanceId, Collection<String> messageIds);
+
+  /**
+   * Releases every lock the workers of a dead or departed instance hold on this namespace's jobs:
+   * those it registered, those learned before, and those holding the jobs of the messages it last
+   * reported. Never a lock of a worker a live instance owns, nor of a job whose message a live
+   * instance reports executing.
+   */
+  Uni<List<ReleasedLock>> releaseLocksOf(
+      SqlClient client, UUID instanceId, List<String> registeredWorkerIds);
+
+  /**
+   * Releases the locks on this namespace's keyed jobs held for longer than {@code fence} by a
+   * worker that no live instance owns, on jobs whose message no live instance reports executing.
+   */
+  Uni<List<ReleasedLock>> releaseOrphanedLocks(SqlClient client, Duration fence);
 }

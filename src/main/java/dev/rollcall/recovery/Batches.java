@@ -224,32 +224,39 @@ public class Batches {
     String[] names = new String[runs.size()];
     String[] reasons = new String[runs.size()];
     String[] dead = new String[runs.size()];
+    String[] messages = new String[runs.size()];
     for (int i = 0; i < runs.size(); i++) {
       HandedOutRun run = runs.get(i);
       ids[i] = run.runId();
       names[i] = run.workflowName();
       reasons[i] = run.reason().wire();
       dead[i] = run.deadInstanceId() == null ? null : run.deadInstanceId().toString();
+      messages[i] = run.messageId();
     }
     return client
         .preparedQuery(
             "INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason,"
-                + " dead_instance_id)"
-                + " SELECT $1, u.run_id, u.workflow_name, u.reason, u.dead::uuid"
-                + " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])"
-                + " AS u(run_id, workflow_name, reason, dead)")
-        .execute(Tuple.of(batchId, ids, names, reasons, dead))
+                + " dead_instance_id, message_id)"
+                + " SELECT $1, u.run_id, u.workflow_name, u.reason, u.dead::uuid, u.message_id"
+                + " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])"
+                + " AS u(run_id, workflow_name, reason, dead, message_id)")
+        .execute(Tuple.of(batchId, ids, names, reasons, dead, messages))
         .replaceWithVoid();
   }
 
-  /** One ledger row per run of the batch: handed out to this claimer under this fence. */
+  /**
+   * One ledger row per run of the batch: handed out to this claimer under this fence, with the
+   * message id it is to be re-driven with, if any, in the detail.
+   */
   private static Uni<Void> recordHandOut(
       SqlClient client, Epoch epoch, long batchId, int fence, UUID claimer) {
     return client
         .preparedQuery(
             "INSERT INTO rollcall.ledger"
-                + " (namespace, run_id, epoch_id, batch_id, fence, instance_id, reason, outcome)"
-                + " SELECT $1, run_id, $2, batch_id, $4, $5, reason, 'leased'"
+                + " (namespace, run_id, epoch_id, batch_id, fence, instance_id, reason, outcome,"
+                + " detail)"
+                + " SELECT $1, run_id, $2, batch_id, $4, $5, reason, 'leased',"
+                + " 're-drive with message ' || message_id"
                 + " FROM rollcall.batch_runs WHERE batch_id = $3")
         .execute(Tuple.of(epoch.namespace(), epoch.id(), batchId, fence, claimer))
         .replaceWithVoid();
@@ -259,7 +266,8 @@ public class Batches {
   public Uni<List<HandedOutRun>> runsOf(SqlClient client, RunSource source, long batchId) {
     return client
         .preparedQuery(
-            "SELECT run_id, workflow_name, reason, dead_instance_id FROM rollcall.batch_runs"
+            "SELECT run_id, workflow_name, reason, dead_instance_id, message_id"
+                + " FROM rollcall.batch_runs"
                 + " WHERE batch_id = $1 ORDER BY run_id")
         .execute(Tuple.of(batchId))
         .map(
@@ -273,7 +281,8 @@ public class Batches {
                         name,
                         source.queueName(name),
                         Reason.fromWire(r.getString("reason")),
-                        r.getUUID("dead_instance_id")));
+                        r.getUUID("dead_instance_id"),
+                        r.getString("message_id")));
               }
               return runs;
             });

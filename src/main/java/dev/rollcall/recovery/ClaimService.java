@@ -337,7 +337,8 @@ public class ClaimService {
               v.workflowName(),
               source.queueName(v.workflowName()),
               v.reason(),
-              v.deadInstanceId()));
+              v.deadInstanceId(),
+              v.messageId()));
     }
     return batches.cut(conn, epoch, handed, caller.instanceId(), leaseMs()).map(Served::batch);
   }

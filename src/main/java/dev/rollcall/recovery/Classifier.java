@@ -130,9 +130,12 @@ public class Classifier {
                               verdicts.add(Verdict.skip(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
                             } else if (dead != null) {
                               verdicts.add(
-                                  ev.liveQueuedJob()
-                                      ? Verdict.skip(id, name, Reason.HAS_QUEUED_JOB)
-                                      : Verdict.handOut(id, name, Reason.OWNER_DEAD, dead));
+                                  ev.strandedOwner() != null
+                                      ? Verdict.handOut(id, name, Reason.OWNER_DEAD, dead)
+                                          .withMessageId(ev.strandedOwner())
+                                      : ev.liveQueuedJob()
+                                          ? Verdict.skip(id, name, Reason.HAS_QUEUED_JOB)
+                                          : Verdict.handOut(id, name, Reason.OWNER_DEAD, dead));
                             } else if (run.recentlyActive() || ev.recentEvent()) {
                               verdicts.add(Verdict.skip(id, name, Reason.RECENTLY_ACTIVE));
                             } else {
@@ -143,10 +146,18 @@ public class Classifier {
                         }));
   }
 
-  /** An unowned, quiet active run: skipped only with proof of a wake path, else re-driven. */
+  /**
+   * An unowned, quiet active run: skipped only with proof of a wake path, else re-driven. A queued
+   * job is no such proof for a run whose interrupted step's owner message is gone: it would only
+   * re-arm the engine's delayed backstop; the run is re-driven with the owner's message id.
+   */
   private static Verdict settle(RunSource source, ScannedRun run, Facts facts, Evidence ev) {
     String id = run.runId();
     String name = run.workflowName();
+    if (ev.strandedOwner() != null && !facts.unchangedSinceRedrive().contains(id)) {
+      return Verdict.handOut(id, name, Reason.INTERRUPTED_STEP, null)
+          .withMessageId(ev.strandedOwner());
+    }
     if (ev.liveQueuedJob()) {
       return Verdict.skip(id, name, Reason.HAS_QUEUED_JOB);
     }

@@ -1,6 +1,7 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.registry.Caller;
+import dev.rollcall.registry.InFlight;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.registry.InstanceService.Departure;
 import dev.rollcall.registry.Ownership;
@@ -30,7 +31,7 @@ public class Departures {
   }
 
   /** Leaves; {@code lastInFlight}, when given, replaces the reported in-flight set first. */
-  public Uni<Void> leave(Caller caller, Optional<List<String>> lastInFlight) {
+  public Uni<Void> leave(Caller caller, Optional<List<InFlight>> lastInFlight) {
     return pool.withTransaction(
         conn ->
             Uni.createFrom()

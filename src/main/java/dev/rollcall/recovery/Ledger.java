@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.queue.QueueLocks;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
@@ -9,7 +10,7 @@ import java.util.UUID;
 
 /**
  * Ledger rows that are not hand-outs (those are written with their batch): runs deferred or skipped
- * by an epoch, and queue locks released for a dead instance.
+ * by an epoch, and queue locks released for a dead instance or as orphans.
  */
 @ApplicationScoped
 public class Ledger {
@@ -33,15 +34,48 @@ public class Ledger {
         .replaceWithVoid();
   }
 
-  /** A queue lock released for a dead instance, under the run it belongs to when known. */
-  public Uni<Void> lockReleased(
-      SqlClient client, Epoch epoch, UUID deadInstanceId, String runId, String detail) {
+  /**
+   * One row per released queue lock, under the run its job belongs to ({@code job:<id>} when the
+   * payload names none), with its proof in the detail: outcome {@code lock-released}, reason {@code
+   * owner-dead} for a takeover's (epoch and dead instance given) and {@code orphaned-lock} for an
+   * orphan's (no epoch; the instance the worker was learned for, if any).
+   */
+  public Uni<Void> locksReleased(
+      SqlClient client,
+      String namespace,
+      Long epochId,
+      UUID instanceId,
+      String reason,
+      List<QueueLocks.ReleasedLock> locks) {
+    if (locks.isEmpty()) {
+      return Uni.createFrom().voidItem();
+    }
+    String[] runIds = new String[locks.size()];
+    String[] details = new String[locks.size()];
+    String[] owners = new String[locks.size()];
+    for (int i = 0; i < locks.size(); i++) {
+      QueueLocks.ReleasedLock lock = locks.get(i);
+      runIds[i] = lock.runId() == null ? "job:" + lock.jobId() : lock.runId();
+      UUID owner = instanceId != null ? instanceId : lock.ownerId();
+      owners[i] = owner == null ? null : owner.toString();
+      details[i] =
+          "released job "
+              + lock.jobId()
+              + " ("
+              + lock.taskIdentifier()
+              + (lock.messageId() == null ? "" : ", message " + lock.messageId())
+              + ") locked by worker "
+              + lock.workerId()
+              + ": "
+              + lock.proof();
+    }
     return client
         .preparedQuery(
             "INSERT INTO rollcall.ledger"
                 + " (namespace, run_id, epoch_id, instance_id, reason, outcome, detail, resolved_at)"
-                + " VALUES ($1, $2, $3, $4, 'owner-dead', 'lock-released', $5, now())")
-        .execute(Tuple.of(epoch.namespace(), runId, epoch.id(), deadInstanceId, detail))
+                + " SELECT $1, u.run_id, $2, u.owner::uuid, $3, 'lock-released', u.detail, now()"
+                + " FROM unnest($4::text[], $5::text[], $6::text[]) AS u(run_id, owner, detail)")
+        .execute(Tuple.of(namespace, epochId, reason, runIds, owners, details))
         .replaceWithVoid();
   }
 }

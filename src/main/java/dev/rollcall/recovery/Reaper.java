@@ -1,20 +1,26 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.registry.InstanceService;
+import dev.rollcall.source.RunSources;
+import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jboss.logging.Logger;
 
 /**
  * Finds instances whose lease expired, declares them dead and opens their takeover, every {@code
- * rollcall.reaper-interval}. Each instance is its own transaction: one that fails is logged and
- * retried on the next pass, and never stops the others. Any number of service replicas may reap at
- * once; the guarded update lets exactly one win each instance.
+ * rollcall.reaper-interval}; about twice per activity fence, also releases orphaned queue locks.
+ * Each instance is its own transaction: one that fails is logged and retried on the next pass, and
+ * never stops the others. Any number of service replicas may reap at once; the guarded update lets
+ * exactly one win each instance.
  */
 @ApplicationScoped
 public class Reaper {
@@ -27,11 +33,27 @@ public class Reaper {
   private final Pool pool;
   private final InstanceService instances;
   private final Takeovers takeovers;
+  private final RunSources sources;
+  private final Ledger ledger;
+  private final RollcallConfig config;
+  private final MeterRegistry meters;
+  private long passes;
 
-  Reaper(Pool pool, InstanceService instances, Takeovers takeovers) {
+  Reaper(
+      Pool pool,
+      InstanceService instances,
+      Takeovers takeovers,
+      RunSources sources,
+      Ledger ledger,
+      RollcallConfig config,
+      MeterRegistry meters) {
     this.pool = pool;
     this.instances = instances;
     this.takeovers = takeovers;
+    this.sources = sources;
+    this.ledger = ledger;
+    this.config = config;
+    this.meters = meters;
   }
 
   @Scheduled(
@@ -39,12 +61,81 @@ public class Reaper {
       every = "${rollcall.reaper-interval:1s}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
+    boolean orphans = passes++ % orphanEvery() == 0;
     return runOnce()
+        .chain(() -> orphans ? releaseOrphans().replaceWithVoid() : Uni.createFrom().voidItem())
         .onFailure()
         .invoke(e -> LOG.warnf("reaper pass failed, retrying next pass: %s", e.toString()))
         .onFailure()
         .recoverWithNull()
         .replaceWithVoid();
+  }
+
+  /**
+   * Every how many passes orphaned locks are looked for: about twice per activity fence (a lock is
+   * an orphan only once older than the fence), since the look reads the namespace's locked jobs.
+   */
+  private long orphanEvery() {
+    long reaperMs = config.reaperEvery().orElse(java.time.Duration.ofSeconds(1)).toMillis();
+    return Math.max(1, config.effectiveActivityFence().toMillis() / 2 / Math.max(1, reaperMs));
+  }
+
+  /**
+   * Releases the orphaned queue locks of every namespace with a queue, each namespace in its own
+   * transaction; returns how many were released. Any number of service replicas may run it at once:
+   * each lock is released (and recorded) by exactly one.
+   */
+  public Uni<Integer> releaseOrphans() {
+    return Multi.createFrom()
+        .iterable(sources.all())
+        .filter(source -> source.queue().isPresent())
+        .onItem()
+        .transformToUniAndConcatenate(
+            source ->
+                pool.withTransaction(
+                        conn ->
+                            source
+                                .queue()
+                                .get()
+                                .releaseOrphanedLocks(conn, config.effectiveActivityFence())
+                                .call(
+                                    released ->
+                                        ledger.locksReleased(
+                                            conn,
+                                            source.namespace(),
+                                            null,
+                                            null,
+                                            Reason.ORPHANED_LOCK.wire(),
+                                            released)))
+                    .invoke(
+                        released -> {
+                          if (!released.isEmpty()) {
+                            LOG.infof(
+                                "%d orphaned queue locks released in namespace %s: %s",
+                                released.size(),
+                                source.namespace(),
+                                released.stream().map(QueueLocks.ReleasedLock::jobId).toList());
+                            meters
+                                .counter(
+                                    "rollcall.queue.locks.released",
+                                    "namespace",
+                                    source.namespace(),
+                                    "reason",
+                                    Reason.ORPHANED_LOCK.wire())
+                                .increment(released.size());
+                          }
+                        })
+                    .map(List::size)
+                    .onFailure()
+                    .invoke(
+                        e ->
+                            LOG.warnf(
+                                "could not release orphaned queue locks of namespace %s: %s",
+                                source.namespace(), e.toString()))
+                    .onFailure()
+                    .recoverWithItem(0))
+        .collect()
+        .with(java.util.stream.Collectors.summingInt(n -> n));
   }
 
   /** The outcome of one pass. */

@@ -16,7 +16,9 @@ public enum Reason {
   HAS_QUEUED_JOB("has-queued-job", false),
   TERMINAL("terminal", false),
   /** Sweeps only: re-driven by an earlier epoch, and the engine has written nothing since. */
-  UNCHANGED_SINCE_REDRIVE("unchanged-since-redrive", false);
+  UNCHANGED_SINCE_REDRIVE("unchanged-since-redrive", false),
+  /** Ledger only: a queue lock released because no live instance owns the worker holding it. */
+  ORPHANED_LOCK("orphaned-lock", false);
 
   private final String wire;
   private final boolean redrive;

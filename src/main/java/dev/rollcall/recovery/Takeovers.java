@@ -100,13 +100,14 @@ public class Takeovers {
             locks ->
                 ownership
                     .release(conn, subject.instanceId())
+                    .map(reported -> covered(reported, locks))
                     .chain(
                         runIds ->
                             source.isEmpty() || runIds.isEmpty()
                                 ? Uni.createFrom().item(List.<Verdict>of())
                                 : classifier.takeover(
                                     conn, source.get(), runIds, subject.instanceId()))
-                    .chain(verdicts -> handOut(conn, source, epoch, verdicts, locks)))
+                    .chain(verdicts -> handOut(conn, source, epoch, verdicts, locks.size())))
         .chain(
             opened ->
                 (opened.batches() == 0
@@ -130,6 +131,16 @@ public class Takeovers {
                     .replaceWith(opened));
   }
 
+  /**
+   * The runs a takeover covers: the subject's last reported in-flight set, and the runs of the jobs
+   * its workers held, even those it picked up after its last report.
+   */
+  static List<String> covered(List<String> reported, List<QueueLocks.ReleasedLock> locks) {
+    java.util.TreeSet<String> runs = new java.util.TreeSet<>(reported);
+    locks.stream().map(QueueLocks.ReleasedLock::runId).filter(r -> r != null).forEach(runs::add);
+    return List.copyOf(runs);
+  }
+
   private Uni<Opened> handOut(
       SqlClient conn,
       Optional<RunSource> source,
@@ -148,7 +159,8 @@ public class Takeovers {
                         v.workflowName(),
                         source.orElseThrow().queueName(v.workflowName()),
                         v.reason(),
-                        v.deadInstanceId()))
+                        v.deadInstanceId(),
+                        v.messageId()))
             .toList();
     return ledger
         .record(conn, epoch, skipped, "skipped", null)
@@ -156,34 +168,38 @@ public class Takeovers {
         .map(n -> new Opened(epoch.id(), runs.size(), n, skipped.size(), locksReleased));
   }
 
-  private Uni<Integer> releaseLocks(
+  /**
+   * Releases the locks of every known worker of the subject (registered, learned, and those holding
+   * the jobs of the messages it last reported); returns what was released.
+   */
+  private Uni<List<QueueLocks.ReleasedLock>> releaseLocks(
       SqlClient conn, Optional<RunSource> source, Epoch epoch, Subject subject) {
     Optional<QueueLocks> queue = source.flatMap(RunSource::queue);
-    if (queue.isEmpty() || subject.workerIds().isEmpty()) {
-      return Uni.createFrom().item(0);
+    if (queue.isEmpty()) {
+      return Uni.createFrom().item(List.of());
     }
     return queue
         .get()
-        .releaseLocksOf(conn, subject.workerIds())
-        .chain(
-            released -> {
-              Uni<Void> chain = Uni.createFrom().voidItem();
-              for (QueueLocks.ReleasedLock lock : released) {
-                String detail =
-                    "released job "
-                        + lock.jobId()
-                        + " ("
-                        + lock.taskIdentifier()
-                        + ") locked by worker "
-                        + lock.workerId();
-                String runId = lock.runId() == null ? "job:" + lock.jobId() : lock.runId();
-                chain =
-                    chain.chain(
-                        () ->
-                            ledger.lockReleased(conn, epoch, subject.instanceId(), runId, detail));
-              }
-              return chain.replaceWith(released.size());
-            });
+        .releaseLocksOf(conn, subject.instanceId(), subject.workerIds())
+        .call(
+            released ->
+                ledger.locksReleased(
+                    conn,
+                    subject.namespace(),
+                    epoch.id(),
+                    subject.instanceId(),
+                    Reason.OWNER_DEAD.wire(),
+                    released))
+        .invoke(
+            released ->
+                meters
+                    .counter(
+                        "rollcall.queue.locks.released",
+                        "namespace",
+                        subject.namespace(),
+                        "reason",
+                        Reason.OWNER_DEAD.wire())
+                    .increment(released.size()));
   }
 
   /**

@@ -6,6 +6,7 @@ import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.error.Problems.Unauthorized;
 import dev.rollcall.error.Problems.UnknownNamespace;
 import dev.rollcall.metrics.RecoveryMetrics;
+import dev.rollcall.source.RunSources;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -33,12 +34,19 @@ public class InstanceService {
 
   private final Pool pool;
   private final Ownership ownership;
+  private final RunSources sources;
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
 
-  InstanceService(Pool pool, Ownership ownership, RollcallConfig config, RecoveryMetrics metrics) {
+  InstanceService(
+      Pool pool,
+      Ownership ownership,
+      RunSources sources,
+      RollcallConfig config,
+      RecoveryMetrics metrics) {
     this.pool = pool;
     this.ownership = ownership;
+    this.sources = sources;
     this.config = config;
     this.metrics = metrics;
   }
@@ -50,7 +58,7 @@ public class InstanceService {
       String deploymentId,
       String name,
       List<String> workerIds,
-      Optional<List<String>> inFlight) {
+      Optional<List<InFlight>> inFlight) {
     RollcallConfig.NamespaceConfig ns = config.namespaces().get(namespace);
     if (ns == null) {
       return Uni.createFrom().failure(new UnknownNamespace(namespace));
@@ -65,19 +73,20 @@ public class InstanceService {
     // The first in-flight set comes with the registration, in the same transaction, so that the
     // instance's own first claim can never hand out the runs it is already executing.
     return pool.withTransaction(
-        conn ->
-            insert(conn, namespace, deploymentId, name, workerIds, token)
-                .call(
-                    registered ->
-                        inFlight
-                            .map(
-                                set ->
-                                    ownership.replace(
-                                        conn,
-                                        new Caller(
-                                            registered.instanceId(), namespace, deploymentId),
-                                        set))
-                            .orElse(Uni.createFrom().voidItem())));
+            conn ->
+                insert(conn, namespace, deploymentId, name, workerIds, token)
+                    .call(
+                        registered ->
+                            inFlight
+                                .map(
+                                    set ->
+                                        ownership.replace(
+                                            conn,
+                                            new Caller(
+                                                registered.instanceId(), namespace, deploymentId),
+                                            set))
+                                .orElse(Uni.createFrom().voidItem())))
+        .call(registered -> learnWorkers(registered.instanceId(), namespace, inFlight));
   }
 
   private Uni<Registration> insert(
@@ -187,16 +196,61 @@ public class InstanceService {
    * transaction. The renewal also tells whether recovery work is open for the instance, so the hot
    * heartbeat path stays two statements at most.
    */
-  public Uni<Heartbeat> heartbeat(Caller caller, Optional<List<String>> inFlight) {
+  public Uni<Heartbeat> heartbeat(Caller caller, Optional<List<InFlight>> inFlight) {
     long started = System.nanoTime();
     return renew(caller, inFlight)
         .invoke(
             beat ->
                 metrics.heartbeat(
-                    caller.namespace(), Duration.ofNanos(System.nanoTime() - started)));
+                    caller.namespace(), Duration.ofNanos(System.nanoTime() - started)))
+        .call(() -> learnWorkers(caller.instanceId(), caller.namespace(), inFlight));
   }
 
-  private Uni<Heartbeat> renew(Caller caller, Optional<List<String>> inFlight) {
+  /**
+   * Learns the queue workers of an instance from the message ids it reported, after the transaction
+   * that stored them: the instance row is not locked meanwhile. A failure (no queue schema yet,
+   * say) is logged and costs only this beat's learning; the takeover learns again from the stored
+   * messages.
+   */
+  private Uni<Void> learnWorkers(
+      UUID instanceId, String namespace, Optional<List<InFlight>> inFlight) {
+    List<String> messageIds =
+        inFlight.orElse(List.of()).stream()
+            .map(InFlight::messageId)
+            .filter(m -> m != null)
+            .distinct()
+            .toList();
+    if (messageIds.isEmpty() || !sources.has(namespace)) {
+      return Uni.createFrom().voidItem();
+    }
+    return sources
+        .get(namespace)
+        .queue()
+        .map(
+            queue ->
+                queue
+                    .learnWorkers(pool, instanceId, messageIds)
+                    .invoke(
+                        n -> {
+                          if (n > 0) {
+                            LOG.debugf(
+                                "instance %s: %d queue workers learned from its messages",
+                                instanceId, n);
+                          }
+                        })
+                    .onFailure()
+                    .invoke(
+                        e ->
+                            LOG.warnf(
+                                "could not learn the queue workers of instance %s: %s",
+                                instanceId, e.toString()))
+                    .onFailure()
+                    .recoverWithItem(0)
+                    .replaceWithVoid())
+        .orElse(Uni.createFrom().voidItem());
+  }
+
+  private Uni<Heartbeat> renew(Caller caller, Optional<List<InFlight>> inFlight) {
     return pool.withTransaction(
         conn ->
             conn.preparedQuery(

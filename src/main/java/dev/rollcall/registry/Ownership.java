@@ -18,19 +18,40 @@ import java.util.UUID;
 @ApplicationScoped
 public class Ownership {
 
-  /** The most run ids one in-flight set may carry. */
+  /** The most entries one in-flight set may carry. */
   public static final int MAX_IN_FLIGHT = 10_000;
 
-  /** Replaces the instance's in-flight set with exactly these runs. */
-  public Uni<Void> replace(SqlClient client, Caller caller, Collection<String> runIds) {
+  /**
+   * Replaces the instance's in-flight set with exactly these executions: its runs, and the queue
+   * message ids of those whose message it knows. A message keeps the time it was first reported
+   * (the proof that a queue lock taken before then is this instance's).
+   */
+  public Uni<Void> replace(SqlClient client, Caller caller, Collection<InFlight> inFlight) {
+    String[] runIds = new String[inFlight.size()];
+    String[] messageIds = new String[inFlight.size()];
+    int i = 0;
+    for (InFlight e : inFlight) {
+      runIds[i] = e.runId();
+      messageIds[i++] = e.messageId();
+    }
     return client
         .preparedQuery(
-            "WITH incoming AS (SELECT DISTINCT unnest($2::text[]) AS run_id),"
+            "WITH incoming AS (SELECT u.run_id, u.message_id"
+                + "   FROM unnest($2::text[], $3::text[]) AS u(run_id, message_id)),"
+                + " runs AS (SELECT DISTINCT run_id FROM incoming),"
+                + " messages AS (SELECT DISTINCT ON (message_id) message_id, run_id FROM incoming"
+                + "   WHERE message_id IS NOT NULL ORDER BY message_id, run_id),"
                 + " dropped AS (DELETE FROM rollcall.ownership o WHERE o.instance_id = $1"
-                + "   AND NOT EXISTS (SELECT 1 FROM incoming i WHERE i.run_id = o.run_id))"
+                + "   AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = o.run_id)),"
+                + " dropped_messages AS (DELETE FROM rollcall.ownership_messages m"
+                + "   WHERE m.instance_id = $1"
+                + "   AND NOT EXISTS (SELECT 1 FROM messages i WHERE i.message_id = m.message_id)),"
+                + " added_messages AS (INSERT INTO rollcall.ownership_messages"
+                + "   (instance_id, message_id, run_id, namespace)"
+                + "   SELECT $1, message_id, run_id, $4 FROM messages ON CONFLICT DO NOTHING)"
                 + " INSERT INTO rollcall.ownership (instance_id, run_id, namespace)"
-                + " SELECT $1, run_id, $3 FROM incoming ON CONFLICT DO NOTHING")
-        .execute(Tuple.of(caller.instanceId(), runIds.toArray(String[]::new), caller.namespace()))
+                + " SELECT $1, run_id, $4 FROM runs ON CONFLICT DO NOTHING")
+        .execute(Tuple.of(caller.instanceId(), runIds, messageIds, caller.namespace()))
         .replaceWithVoid();
   }
 
@@ -57,10 +78,12 @@ public class Ownership {
             });
   }
 
-  /** Takes a dead or departed instance's in-flight set away from it, returning it. */
+  /** Takes a dead or departed instance's in-flight set away from it, returning its runs. */
   public Uni<List<String>> release(SqlClient client, UUID instanceId) {
     return client
-        .preparedQuery("DELETE FROM rollcall.ownership WHERE instance_id = $1 RETURNING run_id")
+        .preparedQuery(
+            "WITH messages AS (DELETE FROM rollcall.ownership_messages WHERE instance_id = $1)"
+                + " DELETE FROM rollcall.ownership WHERE instance_id = $1 RETURNING run_id")
         .execute(Tuple.of(instanceId))
         .map(
             rows ->

@@ -153,7 +153,7 @@ public class RunSources {
             // Newer engine versions record each run's job prefix: used when present.
             Optional.of(new TableSource.RunFilter("job_prefix", jobPrefix)));
     GraphileQueue queue =
-        new GraphileQueue("graphile_worker", List.of(jobPrefix + "flows", jobPrefix + "steps"));
+        new GraphileQueue(ns, "graphile_worker", List.of(jobPrefix + "flows", jobPrefix + "steps"));
     return new WorldPostgresSource(runs, queue, jobPrefix);
   }
 

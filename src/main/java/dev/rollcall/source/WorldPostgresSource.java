@@ -122,38 +122,88 @@ public final class WorldPostgresSource implements RunSource {
                 + " AT TIME ZONE 'UTC')",
             Tuple.of(ids, activityFence.toMillis()));
     Uni<Set<String>> queued = queuedJobs(client, epochId, ids);
+    Uni<Map<String, String>> stranded = strandedOwners(client, ids);
     return openSteps.chain(
         steps ->
             dueWaits.chain(
                 waits ->
                     recentEvents.chain(
                         recent ->
-                            queued.map(
-                                jobs -> {
-                                  Map<String, Evidence> evidence = new HashMap<>();
-                                  for (String id : ids) {
-                                    evidence.put(
-                                        id,
-                                        new Evidence(
-                                            steps.contains(id),
-                                            waits.contains(id),
-                                            jobs.contains(id),
-                                            recent.contains(id)));
-                                  }
-                                  return evidence;
-                                }))));
+                            queued.chain(
+                                jobs ->
+                                    stranded.map(
+                                        owners -> {
+                                          Map<String, Evidence> evidence = new HashMap<>();
+                                          for (String id : ids) {
+                                            evidence.put(
+                                                id,
+                                                new Evidence(
+                                                    steps.contains(id),
+                                                    waits.contains(id),
+                                                    jobs.contains(id),
+                                                    recent.contains(id),
+                                                    owners.get(id)));
+                                          }
+                                          return evidence;
+                                        })))));
+  }
+
+  /**
+   * Runs with a step interrupted while inline-owned (the 5.0 engine line): the step is still
+   * pending or running, its latest {@code step_started} carries an {@code ownerMessageId} (stored
+   * in the event's CBOR data), no {@code step_retrying} ever lapsed that ownership, and no job of
+   * that message can run any more: none keyed by it or carrying it in its payload, short of an
+   * exhausted one. For such a run the engine re-runs the step only when exactly that message is
+   * delivered; every other message schedules a backstop wake-up for the rest of the
+   * inline-ownership lease (860 s by default). While the owner's job exists, releasing a dead
+   * worker's lock on it is what wakes the run, so the run is not stranded. Reads the run's step
+   * events by index, and the namespace's workflow jobs once per page (a hashed semi-join), as
+   * {@link #queuedJobs} does without an epoch.
+   */
+  private Uni<Map<String, String>> strandedOwners(SqlClient client, String[] ids) {
+    return client
+        .preparedQuery(
+            "SELECT s.run_id, min(s.owner) AS owner FROM ("
+                + "  SELECT DISTINCT ON (e.run_id, e.correlation_id) e.run_id,"
+                + "    rollcall.cbor_text(e.payload_cbor, 'ownerMessageId') AS owner"
+                + "  FROM "
+                + engine
+                + ".workflow_events e JOIN "
+                + engine
+                + ".workflow_steps st ON st.step_id = e.correlation_id AND st.run_id = e.run_id"
+                + "  WHERE e.run_id = ANY($1::text[]) AND e.type = 'step_started'"
+                + "  AND st.status IN ('pending', 'running')"
+                + "  AND NOT EXISTS (SELECT 1 FROM "
+                + engine
+                + ".workflow_events r WHERE r.run_id = e.run_id"
+                + "    AND r.correlation_id = e.correlation_id AND r.type = 'step_retrying')"
+                + "  ORDER BY e.run_id, e.correlation_id, e.id DESC) s"
+                + " WHERE s.owner IS NOT NULL AND NOT EXISTS (SELECT 1"
+                + "   FROM graphile_worker._private_jobs j"
+                + "   JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+                + "   WHERE t.identifier = $2 AND j.attempts < j.max_attempts"
+                + "   AND (j.key = s.owner OR j.payload ->> 'messageId' = s.owner))"
+                + " GROUP BY s.run_id")
+        .execute(Tuple.of(ids, workflowTask()))
+        .map(
+            rows -> {
+              Map<String, String> owners = new HashMap<>();
+              rows.forEach(r -> owners.put(r.getString("run_id"), r.getString("owner")));
+              return owners;
+            });
   }
 
   /**
    * Runs with a queued workflow job that will wake them: not exhausted, and unlocked or locked by a
-   * worker of a live instance of this namespace (a dead worker's lock proves nothing). With an
-   * epoch, from the jobs decoded when it opened; without one, straight from the queue.
+   * worker a live instance of this namespace owns, registered or learned (a dead worker's lock
+   * proves nothing). With an epoch, from the jobs decoded when it opened; without one, straight
+   * from the queue.
    */
   private Uni<Set<String>> queuedJobs(SqlClient client, Long epochId, String[] ids) {
     String liveLock =
         " AND j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
-            + "SELECT unnest(i.worker_ids) FROM rollcall.instances i WHERE i.namespace = $2"
-            + " AND i.state = 'live' AND i.lease_expires_at > now()))";
+            + GraphileQueue.liveWorkers("$2")
+            + "))";
     if (epochId != null) {
       return ids(
           client,

@@ -143,7 +143,18 @@ class HostileInputTest extends ApiTestBase {
           new Attempt("admin with injected token " + v, "GET", "admin/namespaces", header, null));
     }
     for (String v :
-        List.of("123", "\"x\"", "[1]", "[null]", "[\"" + "r".repeat(300) + "\"]", "{}", "true")) {
+        List.of(
+            "123",
+            "\"x\"",
+            "[1]",
+            "[null]",
+            "[\"" + "r".repeat(300) + "\"]",
+            "{}",
+            "true",
+            "[{}]",
+            "[{\"runId\":[]}]",
+            "[{\"runId\":\"wrun_1\",\"messageId\":{}}]",
+            "[{\"runId\":\"wrun_1\",\"messageId\":\"" + "m".repeat(300) + "\"}]")) {
       attempts.add(
           new Attempt(
               "workerIds " + v,

@@ -10,9 +10,6 @@ import dev.rollcall.testing.NodeReplica;
 import dev.rollcall.testing.ServiceProcess;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TestDatabase;
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -113,7 +110,7 @@ class DeadOwnerBenchmarkIT {
               + " in %d ms%n",
           seed,
           Runtime.getRuntime().availableProcessors(),
-          loadAverage(),
+          Latencies.loadAverage(),
           boot.at("/outcome/status").asText(),
           boot.path("elapsedMs").asLong());
 
@@ -331,7 +328,7 @@ class DeadOwnerBenchmarkIT {
                 target));
       }
       printSlowest(victims, claims);
-      System.out.printf("%n  load average at the end: %s%n", loadAverage());
+      System.out.printf("%n  load average at the end: %s%n", Latencies.loadAverage());
       System.out.printf(
           "%n| from | to | n | p50 | p99 | max | target (p99) | met |%n"
               + "|---|---|---|---|---|---|---|---|%n%s%n",
@@ -426,15 +423,6 @@ class DeadOwnerBenchmarkIT {
      * The 1, 5 and 15 minute load averages (Linux): figures measured beside other work are not
      * comparable.
      */
-    private static String loadAverage() {
-      try {
-        String[] f = Files.readString(Path.of("/proc/loadavg")).split(" ");
-        return f[0] + " " + f[1] + " " + f[2];
-      } catch (IOException | RuntimeException e) {
-        return "unknown";
-      }
-    }
-
     /**
      * Per takeover's subject: {opened, lease expired, first leased (-1: never)} in epoch
      * milliseconds (database clock).

@@ -1,16 +1,19 @@
 package dev.rollcall.bench;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 
 /** Nearest-rank percentiles of latency samples, as the benchmarks print them. */
-final class Latencies {
+public final class Latencies {
 
   private Latencies() {}
 
   /** The {@code q} quantile (0..1] of sorted samples, by nearest rank. */
-  static long percentile(List<Long> sorted, double q) {
+  public static long percentile(List<Long> sorted, double q) {
     return sorted.get(Math.max(0, (int) Math.ceil(q * sorted.size()) - 1));
   }
 
@@ -46,6 +49,16 @@ final class Latencies {
         seconds(ms.get(ms.size() - 1)),
         seconds(targetMs),
         p99 <= targetMs && missing == 0 ? "yes" : "no");
+  }
+
+  /** The machine's load averages over 1, 5 and 15 minutes (Linux), or {@code unknown}. */
+  public static String loadAverage() {
+    try {
+      String[] f = Files.readString(Path.of("/proc/loadavg")).split(" ");
+      return f[0] + " " + f[1] + " " + f[2];
+    } catch (IOException | RuntimeException e) {
+      return "unknown";
+    }
   }
 
   private static String seconds(long ms) {

@@ -116,6 +116,50 @@ class OwnerAwareTest extends ApiTestBase {
   }
 
   @Test
+  void inFlightEntriesMayCarryTheirQueueMessageIdsAndOneRunMayHaveSeveral() {
+    Instance owner = api.register(SourceTables.SMALL, deploy, "owner");
+    api.heartbeatEntries(
+            owner,
+            List.of(
+                Api.execution("wrun_a", "msg_replay"),
+                Api.execution("wrun_a", "msg_step"),
+                Api.execution("wrun_b", null),
+                Api.JSON.getNodeFactory().textNode("wrun_c")))
+        .expect(200);
+    assertEquals(
+        List.of("wrun_a", "wrun_b", "wrun_c"),
+        Db.column(
+            "SELECT run_id FROM rollcall.ownership WHERE instance_id = ? ORDER BY run_id",
+            owner.id()));
+    assertEquals(
+        List.of("msg_replay:wrun_a", "msg_step:wrun_a"),
+        Db.column(
+            "SELECT message_id || ':' || run_id FROM rollcall.ownership_messages"
+                + " WHERE instance_id = ? ORDER BY message_id",
+            owner.id()));
+
+    // Replace semantics for messages too; a kept message keeps its first report time.
+    String firstReport =
+        Db.column(
+                "SELECT reported_at::text FROM rollcall.ownership_messages"
+                    + " WHERE instance_id = ? AND message_id = 'msg_step'",
+                owner.id())
+            .get(0);
+    api.heartbeatEntries(owner, List.of(Api.execution("wrun_a", "msg_step"))).expect(200);
+    assertEquals(
+        List.of("msg_step:" + firstReport),
+        Db.column(
+            "SELECT message_id || ':' || reported_at::text FROM rollcall.ownership_messages"
+                + " WHERE instance_id = ?",
+            owner.id()));
+    api.leave(owner).expect(204);
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ownership_messages WHERE instance_id = ?", owner.id()));
+  }
+
+  @Test
   void anOversizedInFlightSetIsRefusedAndChangesNothing() {
     Instance owner = api.register(SourceTables.SMALL, deploy, "owner");
     api.heartbeat(owner, List.of("wrun_keep")).expect(200);

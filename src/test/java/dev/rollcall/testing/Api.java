@@ -161,6 +161,31 @@ public final class Api {
     }
   }
 
+  /** An in-flight entry in the object form: a run and the queue message that delivered it. */
+  public static ObjectNode execution(String runId, String messageId) {
+    ObjectNode e = JSON.createObjectNode().put("runId", runId);
+    return messageId == null ? e : e.put("messageId", messageId);
+  }
+
+  /** A heartbeat whose in-flight set is given as entries (strings or objects). */
+  public Reply heartbeatEntries(Instance instance, List<? extends JsonNode> entries) {
+    ObjectNode body = JSON.createObjectNode();
+    body.putArray("inFlight").addAll(entries);
+    return post("instances/" + instance.id() + "/heartbeat", instance.token(), body);
+  }
+
+  /** A graceful leave whose last in-flight set is given as entries (strings or objects). */
+  public Reply leaveEntries(Instance instance, List<? extends JsonNode> entries) {
+    ObjectNode body = JSON.createObjectNode();
+    body.putArray("inFlight").addAll(entries);
+    try {
+      return send(
+          "DELETE", "instances/" + instance.id(), instance.token(), JSON.writeValueAsString(body));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
   private static ObjectNode inFlightBody(List<String> inFlight) {
     ObjectNode body = JSON.createObjectNode();
     inFlight.forEach(body.putArray("inFlight")::add);

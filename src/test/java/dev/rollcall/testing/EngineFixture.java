@@ -281,7 +281,7 @@ public final class EngineFixture {
   }
 
   /** The test database as node-postgres reaches it. */
-  static String postgresUrl(TestDatabase db) {
+  public static String postgresUrl(TestDatabase db) {
     return postgresUrl(db.jdbcUrl(), db.user(), db.password());
   }
 
@@ -310,7 +310,7 @@ public final class EngineFixture {
    * Runs a command in {@code dir}, its output in {@code log}, and returns its exit code. The
    * engine's settings come from {@code env} only, never from the environment Maven runs in.
    */
-  private static int run(
+  public static int run(
       Path dir, List<String> command, Map<String, String> env, Path log, long minutes)
       throws IOException {
     ProcessBuilder pb =
@@ -342,7 +342,7 @@ public final class EngineFixture {
   }
 
   /** The absolute path of a program found on the {@code PATH}. */
-  static String executable(String name) {
+  public static String executable(String name) {
     List<String> candidates = WINDOWS ? List.of(name + ".cmd", name + ".exe") : List.of(name);
     String path = System.getenv().getOrDefault("PATH", "");
     for (String entry : path.split(File.pathSeparator)) {
@@ -360,7 +360,7 @@ public final class EngineFixture {
         name + " is not on the PATH; the engine fixture needs Node.js 20 or later with npm");
   }
 
-  private static String tail(Path log) {
+  public static String tail(Path log) {
     try {
       List<String> lines =
           new String(Files.readAllBytes(log), StandardCharsets.UTF_8).lines().toList();

@@ -101,6 +101,30 @@ public final class NodeReplica implements AutoCloseable {
     }
   }
 
+  /**
+   * Starts another Node.js program as a replica: {@code node <script>} in {@code dir} with {@code
+   * env} added to this process's environment. Its stdout lines are collected as events like a bench
+   * replica's; its stderr goes to {@code target/it-logs/<name>.log}.
+   */
+  public static NodeReplica startProgram(
+      String name, Path dir, String script, Map<String, String> env) {
+    try {
+      Path logs = Path.of("target", "it-logs");
+      Files.createDirectories(logs);
+      ProcessBuilder pb =
+          new ProcessBuilder(EngineFixture.executable("node"), script)
+              .directory(dir.toFile())
+              .redirectError(
+                  ProcessBuilder.Redirect.appendTo(logs.resolve(name + ".log").toFile()));
+      pb.environment().remove("WORKFLOW_POSTGRES_URL");
+      pb.environment().remove("WORKFLOW_LOCAL_BASE_URL");
+      pb.environment().putAll(env);
+      return new NodeReplica(name, pb.start());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
   public String name() {
     return name;
   }
@@ -189,6 +213,16 @@ public final class NodeReplica implements AutoCloseable {
   public void kill() throws InterruptedException {
     process.destroyForcibly();
     process.waitFor();
+  }
+
+  /** Asks the process to stop (SIGTERM), as an orchestrator does, without waiting for it. */
+  public void terminate() {
+    process.destroy();
+  }
+
+  /** Calls {@code then} with the wall-clock time (ms) at which the process ended. */
+  public void onExit(java.util.function.LongConsumer then) {
+    process.onExit().thenRun(() -> then.accept(System.currentTimeMillis()));
   }
 
   @Override

@@ -1,6 +1,8 @@
 package dev.rollcall.api.dto;
 
+import com.fasterxml.jackson.annotation.JsonCreator;
 import com.fasterxml.jackson.annotation.JsonInclude;
+import com.fasterxml.jackson.annotation.JsonProperty;
 import dev.rollcall.recovery.EpochKind;
 import dev.rollcall.recovery.Reason;
 import java.time.OffsetDateTime;
@@ -18,7 +20,28 @@ public final class Dtos {
       String deploymentId,
       String name,
       List<String> workerIds,
-      List<String> inFlight) {}
+      List<InFlightEntry> inFlight) {}
+
+  /**
+   * One entry of an {@code inFlight} list: a run id (a JSON string), or an object {@code {"runId":
+   * "wrun_…", "messageId": "msg_…"}} whose {@code messageId}, the queue message that delivered the
+   * execution, is optional.
+   */
+  public record InFlightEntry(String runId, String messageId) {
+
+    /** The plain form: a run id. */
+    @JsonCreator(mode = JsonCreator.Mode.DELEGATING)
+    public static InFlightEntry of(String runId) {
+      return new InFlightEntry(runId, null);
+    }
+
+    /** The object form. */
+    @JsonCreator(mode = JsonCreator.Mode.PROPERTIES)
+    public static InFlightEntry of(
+        @JsonProperty("runId") String runId, @JsonProperty("messageId") String messageId) {
+      return new InFlightEntry(runId, messageId);
+    }
+  }
 
   /** The answer to a registration; the token is shown only here. */
   public record RegisterResponse(
@@ -32,10 +55,10 @@ public final class Dtos {
    * {@code POST /instances/{id}/heartbeat}; the body is optional. {@code inFlight}, when present,
    * replaces the instance's in-flight set; absent leaves it as it was.
    */
-  public record HeartbeatRequest(List<String> inFlight) {}
+  public record HeartbeatRequest(List<InFlightEntry> inFlight) {}
 
   /** {@code DELETE /instances/{id}}; the body is optional: the last in-flight set. */
-  public record LeaveRequest(List<String> inFlight) {}
+  public record LeaveRequest(List<InFlightEntry> inFlight) {}
 
   /**
    * The answer to a heartbeat. {@code recheckAfterMs}, when present, says to heartbeat again after
@@ -62,10 +85,19 @@ public final class Dtos {
       OffsetDateTime leaseExpiresAt,
       List<RunView> runs) {}
 
-  /** A run to enqueue; {@code deadInstanceId} is set for runs taken over from a dead instance. */
+  /**
+   * A run to enqueue; {@code deadInstanceId} is set for runs taken over from a dead instance, and
+   * {@code messageId} when the run must be re-driven with exactly that queue message id (an
+   * interrupted step's owner message: the engine re-runs the step only for it).
+   */
   @JsonInclude(JsonInclude.Include.NON_NULL)
   public record RunView(
-      String runId, String workflowName, String queueName, Reason reason, UUID deadInstanceId) {}
+      String runId,
+      String workflowName,
+      String queueName,
+      Reason reason,
+      UUID deadInstanceId,
+      String messageId) {}
 
   /** {@code POST /recovery/batches/{id}/complete}. */
   public record CompleteRequest(Integer fence, List<String> failedRunIds) {}

@@ -1,0 +1,39 @@
+// The engine lines the world module is tested on. 4.3.7 is this package's dev dependency; the 5.0
+// beta is the repository's pinned fixture (src/test/engine-beta: manifest, lockfile and the
+// overrides it needs), installed once into node_modules/.rollcall-engine-beta with npm install.
+import { execFile } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const CLIENT = resolve(here, '../..');
+const FIXTURE = resolve(CLIENT, '../../src/test/engine-beta');
+const run = promisify(execFile);
+
+/** The directory of this package (an application with world-postgres 4.3.7 installed). */
+export const STABLE_APP_DIR = CLIENT;
+
+/**
+ * Installs the 5.0 beta fixture (unless the same lockfile is installed already) and returns its
+ * directory: an application directory whose node_modules hold @workflow/world-postgres 5.0.0-beta.29.
+ */
+export async function installBetaApp() {
+  const dir = resolve(CLIENT, 'node_modules/.rollcall-engine-beta');
+  const lock = readFileSync(resolve(FIXTURE, 'package-lock.json'), 'utf8');
+  const stamp = resolve(dir, '.installed-lockfile');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === lock) return dir;
+  mkdirSync(dir, { recursive: true });
+  copyFileSync(resolve(FIXTURE, 'package.json'), resolve(dir, 'package.json'));
+  copyFileSync(resolve(FIXTURE, 'package-lock.json'), resolve(dir, 'package-lock.json'));
+  // Not `npm ci`: see README (the registry lacks cbor-extract's optional platform packages).
+  await run('npm', ['install', '--no-audit', '--no-fund', '--no-save'], { cwd: dir, timeout: 600_000 });
+  writeFileSync(stamp, lock);
+  return dir;
+}
+
+/** The version of @workflow/world-postgres an application directory resolves. */
+export function worldPostgresVersion(appDir) {
+  return JSON.parse(readFileSync(resolve(appDir, 'node_modules/@workflow/world-postgres/package.json'), 'utf8')).version;
+}

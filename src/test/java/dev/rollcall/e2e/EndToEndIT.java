@@ -1,0 +1,806 @@
+package dev.rollcall.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.rollcall.bench.Latencies;
+import dev.rollcall.testing.ServiceProcess;
+import dev.rollcall.testing.TcpBalancer;
+import dev.rollcall.testing.TestDatabase;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.UUID;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The end-to-end suite on the real Workflow SDK runtime: the example application of {@code e2e/app}
+ * (workflows with slow steps, sleeps and hooks, built with {@code wf build}, on
+ * {@code @workflow/world-postgres} 5.0 beta) as three replicas, Rollcall as two packaged service
+ * replicas behind a TCP balancer, all on one PostgreSQL, with Rollcall's default timings (heartbeat
+ * 3 s, lease TTL 10 s).
+ *
+ * <p>Each round starts a mix of runs, then, while a replica executes steps, kills it with SIGKILL,
+ * stops it with SIGTERM, or kills it together with a Rollcall replica, and measures until every run
+ * that replica held is {@code completed}. Asserts, for Rollcall: no run left unfinished, no step
+ * executed more than twice (an interrupted step re-runs at most once), no run replayed by two
+ * replicas at once, no new job for a run parked on a sleep or a hook. Prints the latencies, and the
+ * same measurements of the engine as shipped (its survivors alone, and with a replacement replica
+ * booted) when {@code e2e.engine-kills} is above 0.
+ *
+ * <p>Small by default (inside {@code ./mvnw -B verify}); {@code bench/run e2e} runs it at full
+ * size. Properties: {@code e2e.kills}, {@code e2e.sigterms}, {@code e2e.combined}, {@code
+ * e2e.engine-kills}, {@code e2e.runs} (per round), {@code e2e.step-ms}, {@code e2e.deadline-s},
+ * {@code e2e.engine-deadline-s}, {@code e2e.seed}, {@code e2e.recovery} ({@code world}, default:
+ * the zero-code world module {@code e2e.target-world}, default {@code @rollcall/client/world};
+ * {@code rollcall}: the client's programmatic API), {@code e2e.line} ({@code 5.0}, default, or
+ * {@code 4.3}).
+ */
+@Tag("e2e")
+class EndToEndIT {
+
+  static final String NAMESPACE = "e2e";
+  static final String SECRET = "e2e-secret";
+
+  @Test
+  void runsOfAKilledOrStoppedReplicaAllFinishOnTheRealRuntime() throws Exception {
+    Settings settings = Settings.fromProperties();
+    ExampleApp.prepare(settings.line());
+    List<Measurement> rows = new ArrayList<>();
+    List<String> failures = new ArrayList<>();
+    try (TestDatabase db = TestDatabase.start()) {
+      ExampleApp.bootstrap(settings.line(), db);
+      System.out.printf(
+          "%nEnd-to-end suite, SDK line %s (seed %d, %d cores, load %s, %s): %d runs a round,"
+              + " steps of %d ms%n",
+          settings.line().label,
+          settings.seed(),
+          Runtime.getRuntime().availableProcessors(),
+          Latencies.loadAverage(),
+          db.origin(),
+          settings.runs(),
+          settings.stepMs());
+      rows.addAll(rollcall(db, settings));
+      if (settings.engineKills() > 0) {
+        rows.add(engine(db, settings, false));
+        rows.add(engine(db, settings, true));
+      }
+    }
+    System.out.printf("%n%s%n", Measurement.table(rows));
+    System.out.printf("load average at the end: %s%n", Latencies.loadAverage());
+    for (Measurement m : rows) {
+      if (m.setup().startsWith("Rollcall")) {
+        failures.addAll(m.violations());
+      }
+    }
+    assertEquals(List.of(), failures, "invariants broken (see the table above)");
+  }
+
+  /** Rollcall: kills, SIGTERMs and kills together with a Rollcall replica. */
+  private static List<Measurement> rollcall(TestDatabase db, Settings s) throws Exception {
+    Map<String, String> service = new HashMap<>();
+    String ns = "rollcall.namespaces.\"" + NAMESPACE + "\".";
+    service.put(ns + "registration-secret", SECRET);
+    service.put(ns + "source.kind", "world-postgres");
+    List<ServiceProcess> services = new ArrayList<>();
+    try (TcpBalancer balancer = new TcpBalancer()) {
+      for (int i = 0; i < 2; i++) {
+        ServiceProcess p = ServiceProcess.start("e2e-rollcall-" + i, db, service);
+        services.add(p);
+        balancer.add(p.base());
+      }
+      Map<String, String> env = new HashMap<>();
+      env.put("E2E_RECOVERY", s.recovery());
+      env.put("ROLLCALL_URL", balancer.url().toString());
+      env.put("ROLLCALL_NAMESPACE", NAMESPACE);
+      env.put("ROLLCALL_SECRET", SECRET);
+      env.put("ROLLCALL_DEPLOYMENT_ID", "deploy-" + UUID.randomUUID());
+      if (s.recovery().equals("world")) {
+        env.put("WORKFLOW_TARGET_WORLD", s.targetWorld());
+      }
+      String wiring =
+          s.recovery().equals("world") ? "zero-code world module" : "client's programmatic API";
+      Cluster cluster = new Cluster(db, env, s, "rollcall");
+      try {
+        Measurement kills = new Measurement("Rollcall (" + wiring + "), kill -9", s.deadlineS());
+        Measurement sigterms = new Measurement("Rollcall (" + wiring + "), SIGTERM", s.deadlineS());
+        Measurement combined =
+            new Measurement(
+                "Rollcall (" + wiring + "), kill -9 with a Rollcall replica", s.deadlineS());
+        List<String> kinds = new ArrayList<>();
+        Collections.nCopies(s.kills(), "kill").forEach(kinds::add);
+        Collections.nCopies(s.sigterms(), "sigterm").forEach(kinds::add);
+        Collections.nCopies(s.combined(), "combined").forEach(kinds::add);
+        Collections.shuffle(kinds, cluster.random);
+        int n = 0;
+        for (String kind : kinds) {
+          cluster.fillUp(3);
+          Round round = cluster.round(n++);
+          ServiceProcess deadService = null;
+          if (kind.equals("sigterm")) {
+            round.stop(false);
+          } else {
+            if (kind.equals("combined")) {
+              deadService = services.remove(0);
+              balancer.remove(deadService.base());
+              deadService.kill();
+            }
+            round.stop(true);
+          }
+          round.measure(s.deadlineS());
+          (kind.equals("kill") ? kills : kind.equals("sigterm") ? sigterms : combined).add(round);
+          if (deadService != null) {
+            ServiceProcess p = ServiceProcess.start("e2e-rollcall-" + (n + 1), db, service);
+            services.add(p);
+            balancer.add(p.base());
+          }
+        }
+        return List.of(kills, sigterms, combined).stream().filter(m -> m.rounds() > 0).toList();
+      } finally {
+        cluster.close();
+        for (ServiceProcess p : services) {
+          p.close();
+        }
+      }
+    }
+  }
+
+  /** The engine as shipped: its survivors alone, or a replacement replica booted at the kill. */
+  private static Measurement engine(TestDatabase db, Settings s, boolean reboot) throws Exception {
+    Measurement m =
+        new Measurement(
+            reboot ? "engine, a replacement replica booted" : "engine, the survivors alone",
+            s.engineDeadlineS());
+    Cluster cluster =
+        new Cluster(db, Map.of("E2E_RECOVERY", "engine"), s, reboot ? "eng-r" : "eng");
+    try {
+      for (int i = 0; i < s.engineKills(); i++) {
+        cluster.fillUp(3);
+        Round round = cluster.round(i);
+        round.stop(true);
+        if (reboot) {
+          cluster.fillUp(3);
+        }
+        round.measure(s.engineDeadlineS());
+        m.add(round);
+      }
+      return m;
+    } finally {
+      cluster.close();
+    }
+  }
+
+  /** How big the suite runs, from system properties. */
+  record Settings(
+      int kills,
+      int sigterms,
+      int combined,
+      int engineKills,
+      int runs,
+      int stepMs,
+      int deadlineS,
+      int engineDeadlineS,
+      long seed,
+      String recovery,
+      String targetWorld,
+      ExampleApp.Line line) {
+
+    static Settings fromProperties() {
+      return new Settings(
+          Integer.getInteger("e2e.kills", 2),
+          Integer.getInteger("e2e.sigterms", 1),
+          Integer.getInteger("e2e.combined", 1),
+          Integer.getInteger("e2e.engine-kills", 0),
+          Integer.getInteger("e2e.runs", 9),
+          Integer.getInteger("e2e.step-ms", 2_000),
+          Integer.getInteger("e2e.deadline-s", 60),
+          Integer.getInteger("e2e.engine-deadline-s", 60),
+          Long.getLong("e2e.seed", System.nanoTime()),
+          System.getProperty("e2e.recovery", "world"),
+          System.getProperty("e2e.target-world", "@rollcall/client/world"),
+          ExampleApp.Line.of(System.getProperty("e2e.line", "5.0")));
+    }
+  }
+
+  /** One setup's rounds, summed up as one row of the table. */
+  static final class Measurement {
+    private final String setup;
+    private final int deadlineS;
+    private final List<Round> rounds = new ArrayList<>();
+
+    Measurement(String setup, int deadlineS) {
+      this.setup = setup;
+      this.deadlineS = deadlineS;
+    }
+
+    String setup() {
+      return setup;
+    }
+
+    int rounds() {
+      return rounds.size();
+    }
+
+    void add(Round r) {
+      rounds.add(r);
+      System.out.printf("  %s, round %d: %s%n", setup, rounds.size(), r.summary());
+    }
+
+    /** The targets' invariants this setup broke, one line each. */
+    List<String> violations() {
+      List<String> out = new ArrayList<>();
+      for (Round r : rounds) {
+        if (r.unfinished > 0) {
+          out.add(setup + ": " + r.unfinished + " runs unfinished (" + r.summary() + ")");
+        }
+        if (r.maxStepStarts > 2) {
+          out.add(setup + ": a step executed " + r.maxStepStarts + " times (" + r.summary() + ")");
+        }
+        if (!r.doubleReplays.isEmpty()) {
+          out.add(setup + ": runs replayed by two replicas at once " + r.doubleReplays);
+        }
+        if (!r.parkedWithNewJob.isEmpty()) {
+          out.add(setup + ": parked runs given a new job " + r.parkedWithNewJob);
+        }
+      }
+      return out;
+    }
+
+    static String table(List<Measurement> rows) {
+      StringBuilder out = new StringBuilder();
+      out.append(
+          "| setup | kills | runs of the stopped replica | not completed at the deadline |"
+              + " stop → all its runs completed (or parked on their hook) p50 / p99 / max | SIGTERM → its runs continue on a"
+              + " peer p99 | step executions per step (max; steps run twice) | jobs added for its"
+              + " runs (backstops) | runs replayed by two replicas at once | parked runs given a new"
+              + " job | runs unfinished at the end |\n");
+      out.append("|---|---|---|---|---|---|---|---|---|---|---|\n");
+      for (Measurement m : rows) {
+        out.append(m.row()).append('\n');
+      }
+      return out.toString();
+    }
+
+    private String row() {
+      List<Long> done = new ArrayList<>();
+      List<Long> continued = new ArrayList<>();
+      int held = 0;
+      int late = 0;
+      int twice = 0;
+      int maxStarts = 0;
+      int jobs = 0;
+      int backstops = 0;
+      int doubles = 0;
+      int parked = 0;
+      int unfinished = 0;
+      for (Round r : rounds) {
+        held += r.held.size();
+        late += r.notCompletedAtDeadline;
+        if (r.completedMs >= 0) {
+          done.add(r.completedMs);
+        }
+        if (r.continuedMs >= 0) {
+          continued.add(r.continuedMs);
+        }
+        twice += r.stepsRunTwice;
+        maxStarts = Math.max(maxStarts, r.maxStepStarts);
+        jobs += r.jobsAdded;
+        backstops += r.backstops;
+        doubles += r.doubleReplays.size();
+        parked += r.parkedWithNewJob.size();
+        unfinished += r.unfinished;
+      }
+      int missing = rounds.size() - done.size();
+      return String.format(
+          "| %s | %d | %d | %d | %s | %s | %d; %d | %d (%d) | %d | %d | %d |",
+          setup,
+          rounds.size(),
+          held,
+          late,
+          triple(done) + (missing > 0 ? " (" + missing + " rounds past the deadline)" : ""),
+          continued.isEmpty()
+              ? "–"
+              : seconds(Latencies.percentile(continued.stream().sorted().toList(), 0.99)),
+          maxStarts,
+          twice,
+          jobs,
+          backstops,
+          doubles,
+          parked,
+          unfinished);
+    }
+
+    private String triple(List<Long> ms) {
+      if (ms.isEmpty()) {
+        return "never within " + deadlineS + " s";
+      }
+      List<Long> sorted = ms.stream().sorted().toList();
+      return seconds(Latencies.percentile(sorted, 0.5))
+          + " / "
+          + seconds(Latencies.percentile(sorted, 0.99))
+          + " / "
+          + seconds(sorted.get(sorted.size() - 1));
+    }
+
+    static String seconds(long ms) {
+      return String.format("%.1f s", ms / 1000.0);
+    }
+  }
+
+  /** The app replicas of one setup, and the rounds run on them. */
+  static final class Cluster implements AutoCloseable {
+    final TestDatabase db;
+    final Map<String, String> env;
+    final Settings settings;
+    final String prefix;
+    final Random random;
+    final List<ExampleApp.Replica> live = new ArrayList<>();
+    final List<ExampleApp.Replica> all = new ArrayList<>();
+    final Map<String, Long> endedAt = new HashMap<>();
+    private int started;
+
+    Cluster(TestDatabase db, Map<String, String> env, Settings settings, String prefix) {
+      this.db = db;
+      this.env = env;
+      this.settings = settings;
+      this.prefix = prefix;
+      this.random = new Random(settings.seed() ^ prefix.hashCode());
+    }
+
+    /** Starts replicas until {@code n} live. */
+    void fillUp(int n) throws InterruptedException {
+      while (live.size() < n) {
+        Map<String, String> e = new HashMap<>(env);
+        String name = "e2e-" + prefix + "-app-" + started++;
+        e.put("ROLLCALL_NAME", name);
+        ExampleApp.Replica r = ExampleApp.start(settings.line(), name, db, e);
+        if (env.containsKey("ROLLCALL_URL")) {
+          awaitRegistered(name);
+        }
+        live.add(r);
+        all.add(r);
+      }
+    }
+
+    /** Waits until the replica has registered with Rollcall (whatever its wiring logs). */
+    private void awaitRegistered(String name) throws InterruptedException {
+      long until = System.currentTimeMillis() + 60_000;
+      while (db.column(
+              "SELECT 1 FROM rollcall.instances WHERE name = ? AND namespace = ?", name, NAMESPACE)
+          .isEmpty()) {
+        if (System.currentTimeMillis() > until) {
+          throw new IllegalStateException(name + " did not register with Rollcall within 60 s");
+        }
+        Thread.sleep(100);
+      }
+    }
+
+    /** Starts a round's runs on the live replicas, round robin. */
+    Round round(int n) {
+      Round round = new Round(this);
+      for (int i = 0; i < settings.runs(); i++) {
+        ExampleApp.Replica on = live.get(i % live.size());
+        int ms = settings.stepMs();
+        switch (i % 3) {
+          case 0 -> round.runs.add(on.start("fulfil", ms));
+          case 1 -> round.runs.add(on.start("remind", ms, 4 * ms));
+          default -> {
+            String token = "approve-" + prefix + "-" + n + "-" + i;
+            String runId = on.start("approve", ms, token);
+            round.runs.add(runId);
+            round.hooks.put(runId, token);
+          }
+        }
+      }
+      return round;
+    }
+
+    /** Every journal line of every replica ever started, with the replica's name. */
+    List<Journal> journal() {
+      List<Journal> out = new ArrayList<>();
+      for (ExampleApp.Replica r : all) {
+        for (JsonNode e : r.process().events()) {
+          out.add(new Journal(r.name(), e));
+        }
+      }
+      return out;
+    }
+
+    /** Closes every replica and keeps its journal in {@code target/it-logs/<name>.jsonl}. */
+    @Override
+    public void close() throws InterruptedException {
+      for (ExampleApp.Replica r : all) {
+        r.process().close();
+        try {
+          java.nio.file.Files.write(
+              java.nio.file.Path.of("target", "it-logs", r.name() + ".jsonl"),
+              r.process().events().stream().map(JsonNode::toString).toList());
+        } catch (java.io.IOException e) {
+          System.out.printf("  could not keep the journal of %s: %s%n", r.name(), e);
+        }
+      }
+    }
+  }
+
+  /** One journal line of one replica. */
+  record Journal(String replica, JsonNode e) {
+    String event() {
+      return e.path("event").asText();
+    }
+
+    String runId() {
+      return e.path("runId").asText();
+    }
+
+    long t() {
+      return e.path("t").asLong();
+    }
+  }
+
+  /** One round: runs started, one replica stopped, everything measured. */
+  static final class Round {
+    final Cluster cluster;
+    final List<String> runs = new ArrayList<>();
+    final Map<String, String> hooks = new LinkedHashMap<>();
+    List<String> held = List.of();
+    List<String> parked = List.of();
+    ExampleApp.Replica victim;
+    boolean killed;
+    long stoppedAt;
+    long killMaxJobId;
+    long completedMs = -1;
+    long continuedMs = -1;
+    int notCompletedAtDeadline;
+    List<String> late = List.of();
+    int maxStepStarts;
+    int stepsRunTwice;
+    int jobsAdded;
+    int backstops;
+    List<String> doubleReplays = List.of();
+    List<String> parkedWithNewJob = List.of();
+    int unfinished;
+    private String stoppedAtDb;
+    private final Map<Long, List<String>> jobsSeen = new HashMap<>();
+
+    Round(Cluster cluster) {
+      this.cluster = cluster;
+    }
+
+    /**
+     * Waits a random moment, then stops the live replica that executes the most steps right now:
+     * SIGKILL ({@code kill}) or SIGTERM.
+     */
+    void stop(boolean kill) throws InterruptedException {
+      Thread.sleep(1_000 + cluster.random.nextInt(2_000));
+      long until = System.currentTimeMillis() + 30_000;
+      for (; ; ) {
+        Map<String, Integer> open = openSteps();
+        victim =
+            cluster.live.stream()
+                .max((a, b) -> open.getOrDefault(a.name(), 0) - open.getOrDefault(b.name(), 0))
+                .orElseThrow();
+        if (open.getOrDefault(victim.name(), 0) > 0) {
+          break;
+        }
+        if (System.currentTimeMillis() > until) {
+          throw new IllegalStateException("no replica executes a step: " + open);
+        }
+        Thread.sleep(100);
+      }
+      killMaxJobId = Long.parseLong(maxJobId());
+      stoppedAt = System.currentTimeMillis();
+      killed = kill;
+      if (kill) {
+        victim.process().kill();
+        cluster.endedAt.put(victim.name(), System.currentTimeMillis());
+      } else {
+        // Its deliveries end when it exits, not when the harness next looks.
+        ExampleApp.Replica stopping = victim;
+        stopping.process().onExit(t -> cluster.endedAt.put(stopping.name(), t));
+        victim.process().terminate();
+      }
+      stoppedAtDb = cluster.db.column("SELECT localtimestamp::text").get(0);
+      cluster.live.remove(victim);
+      held = openRuns(victim.name(), stoppedAt);
+      parked = parkedRuns();
+    }
+
+    /** Step executions started and not ended, by replica. */
+    private Map<String, Integer> openSteps() {
+      Map<String, Integer> balance = new HashMap<>();
+      for (Journal j : cluster.journal()) {
+        if (j.event().equals("step-start")) {
+          balance.merge(j.replica() + " " + j.e().path("stepId").asText(), 1, Integer::sum);
+        } else if (j.event().equals("step-end")) {
+          balance.merge(j.replica() + " " + j.e().path("stepId").asText(), -1, Integer::sum);
+        }
+      }
+      Map<String, Integer> out = new HashMap<>();
+      balance.forEach(
+          (k, v) -> {
+            if (v > 0) {
+              out.merge(k.substring(0, k.indexOf(' ')), 1, Integer::sum);
+            }
+          });
+      return out;
+    }
+
+    /**
+     * The runs of this round that {@code replica} was executing at {@code at}: a flow delivery or a
+     * step started and not ended (the 4.x line runs steps in deliveries of their own).
+     */
+    private List<String> openRuns(String replica, long at) {
+      Map<String, Integer> balance = new HashMap<>();
+      for (Journal j : cluster.journal()) {
+        if (!j.replica().equals(replica) || j.t() > at) {
+          continue;
+        }
+        switch (j.event()) {
+          case "flow-start", "step-start" -> balance.merge(j.runId(), 1, Integer::sum);
+          case "flow-end", "step-end" -> balance.merge(j.runId(), -1, Integer::sum);
+          default -> {}
+        }
+      }
+      return runs.stream().filter(r -> balance.getOrDefault(r, 0) > 0).toList();
+    }
+
+    /** Runs of this round parked on a sleep or a hook with no delivery open anywhere. */
+    private List<String> parkedRuns() {
+      List<String> open = new ArrayList<>();
+      for (ExampleApp.Replica r : cluster.all) {
+        open.addAll(openRuns(r.name(), System.currentTimeMillis()));
+      }
+      return cluster.db.column(
+          "SELECT r.id FROM workflow.workflow_runs r WHERE r.id = ANY(?) AND r.status = 'running'"
+              + " AND NOT (r.id = ANY(?))"
+              + " AND (EXISTS (SELECT 1 FROM workflow.workflow_waits w WHERE w.run_id = r.id"
+              + "        AND w.status = 'waiting' AND w.resume_at > localtimestamp + interval '1 s')"
+              + "   OR EXISTS (SELECT 1 FROM workflow.workflow_hooks h WHERE h.run_id = r.id))"
+              + " AND NOT EXISTS (SELECT 1 FROM workflow.workflow_steps s WHERE s.run_id = r.id"
+              + "        AND s.status IN ('pending', 'running'))",
+          runs.toArray(String[]::new),
+          open.toArray(String[]::new));
+    }
+
+    private String maxJobId() {
+      return cluster
+          .db
+          .column("SELECT coalesce(max(id), 0)::text FROM graphile_worker._private_jobs")
+          .get(0);
+    }
+
+    /** Records every job there is now: id → run id, key, run_at in the future by more than 60 s. */
+    private void snapshotJobs() {
+      for (List<String> row :
+          cluster.db.rows(
+              "SELECT id::text,"
+                  // a workflow message names its run runId; a 4.x step message, workflowRunId
+                  + " coalesce(convert_from(decode(payload->>'data', 'base64'), 'UTF8')::json"
+                  + "   ->>'runId', convert_from(decode(payload->>'data', 'base64'), 'UTF8')::json"
+                  + "   ->>'workflowRunId', ''),"
+                  + " coalesce(key, ''), (run_at > now() + interval '60 s')::text"
+                  + " FROM graphile_worker._private_jobs WHERE id > ?",
+              killMaxJobId)) {
+        jobsSeen.putIfAbsent(Long.parseLong(row.get(0)), row.subList(1, 4));
+      }
+    }
+
+    /**
+     * Polls until every run the stopped replica held is completed (or the deadline), then resumes
+     * the round's hooks and waits for every run of the round; computes the figures.
+     */
+    void measure(int deadlineS) throws InterruptedException {
+      boolean kill = killed;
+      String[] heldIds = held.toArray(String[]::new);
+      long deadline = stoppedAt + deadlineS * 1_000L;
+      for (; ; ) {
+        snapshotJobs();
+        // Done: completed, or past what was interrupted and parked on its hook, waiting for
+        // the caller (this harness answers hooks after the measurement).
+        List<String> left =
+            cluster.db.column(
+                "SELECT r.id FROM workflow.workflow_runs r WHERE r.id = ANY(?)"
+                    + " AND r.status <> 'completed'"
+                    + " AND NOT EXISTS (SELECT 1 FROM workflow.workflow_hooks h"
+                    + "   WHERE h.run_id = r.id)",
+                (Object) heldIds);
+        if (left.isEmpty()) {
+          String ms =
+              cluster
+                  .db
+                  .column(
+                      "SELECT coalesce(round(extract(epoch FROM max(coalesce(r.completed_at,"
+                          + "   (SELECT max(e.created_at) FROM workflow.workflow_events e"
+                          + "    WHERE e.run_id = r.id AND e.type = 'hook_created')))"
+                          + " - ?::timestamp) * 1000), 0)::bigint::text"
+                          + " FROM workflow.workflow_runs r WHERE r.id = ANY(?)",
+                      stoppedAtDb,
+                      heldIds)
+                  .get(0);
+          completedMs = Long.parseLong(ms);
+          break;
+        }
+        if (System.currentTimeMillis() > deadline) {
+          notCompletedAtDeadline = left.size();
+          late = left;
+          break;
+        }
+        Thread.sleep(200);
+      }
+      // A SIGTERM: when each of its runs was picked up by another replica.
+      if (!kill) {
+        victim.process().waitFor(java.time.Duration.ofSeconds(30));
+        long worst = -1;
+        for (String runId : held) {
+          long first =
+              cluster.journal().stream()
+                  .filter(j -> !j.replica().equals(victim.name()))
+                  .filter(j -> j.event().equals("flow-start") && j.runId().equals(runId))
+                  .filter(j -> j.t() >= stoppedAt)
+                  .mapToLong(Journal::t)
+                  .min()
+                  .orElse(Long.MAX_VALUE);
+          // A run the stopping replica brought to a hook or to its end needs no peer.
+          if (first != Long.MAX_VALUE) {
+            worst = Math.max(worst, first - stoppedAt);
+          }
+        }
+        continuedMs = worst;
+      }
+      // Parked runs: any job for them added after the stop, before their hooks were resumed (a
+      // sleep's wake-up job was added when the run parked, before the stop).
+      snapshotJobs();
+      // A job under one of the run's own message ids is its own wake-up (a run that parks
+      // re-adds its delivery's job, delayed, under that delivery's key); any other is new.
+      Map<String, List<String>> ownKeys = new HashMap<>();
+      for (Journal j : cluster.journal()) {
+        if (j.event().equals("flow-start") && j.t() < stoppedAt) {
+          ownKeys
+              .computeIfAbsent(j.runId(), r -> new ArrayList<>())
+              .add(j.e().path("messageId").asText());
+        }
+      }
+      List<String> parkedHit = new ArrayList<>();
+      for (String runId : parked) {
+        List<String> own = ownKeys.getOrDefault(runId, List.of());
+        if (jobsSeen.values().stream()
+            .anyMatch(v -> v.get(0).equals(runId) && !own.contains(v.get(1)))) {
+          parkedHit.add(runId);
+        }
+      }
+      parkedWithNewJob = List.copyOf(parkedHit);
+      jobsAdded = (int) jobsSeen.values().stream().filter(v -> held.contains(v.get(0))).count();
+      backstops =
+          (int)
+              jobsSeen.values().stream()
+                  .filter(v -> held.contains(v.get(0)))
+                  .filter(v -> v.get(1).contains(":backstop:") || v.get(2).equals("true"))
+                  .count();
+      // Resume the hooks and let every run of the round finish.
+      ExampleApp.Replica any = cluster.live.get(0);
+      for (Map.Entry<String, String> hook : hooks.entrySet()) {
+        // A run that never reached its hook (stuck in its first step) is counted unfinished.
+        if (awaitHook(hook.getKey())) {
+          any.resume(hook.getValue(), Map.of("approved", true));
+        }
+      }
+      String[] all = runs.toArray(String[]::new);
+      long end = System.currentTimeMillis() + deadlineS * 1_000L;
+      List<String> left;
+      do {
+        Thread.sleep(250);
+        left =
+            cluster.db.column(
+                "SELECT id FROM workflow.workflow_runs WHERE id = ANY(?) AND status <> 'completed'",
+                (Object) all);
+      } while (!left.isEmpty() && System.currentTimeMillis() < end);
+      unfinished = left.size();
+      List<List<String>> starts =
+          cluster.db.rows(
+              "SELECT correlation_id, count(*)::text FROM workflow.workflow_events"
+                  + " WHERE run_id = ANY(?) AND type = 'step_started' GROUP BY correlation_id",
+              (Object) all);
+      maxStepStarts = starts.stream().mapToInt(r -> Integer.parseInt(r.get(1))).max().orElse(0);
+      stepsRunTwice = (int) starts.stream().filter(r -> Integer.parseInt(r.get(1)) > 1).count();
+      doubleReplays = doubleReplays();
+    }
+
+    /** Waits (at most 20 s) until the run's hook exists, so resuming it cannot miss it. */
+    private boolean awaitHook(String runId) throws InterruptedException {
+      long until = System.currentTimeMillis() + 20_000;
+      for (; ; ) {
+        if (!cluster
+            .db
+            .column("SELECT 1 FROM workflow.workflow_hooks WHERE run_id = ?", runId)
+            .isEmpty()) {
+          return true;
+        }
+        if (System.currentTimeMillis() > until) {
+          return false;
+        }
+        Thread.sleep(200);
+      }
+    }
+
+    /**
+     * Runs of this round whose flow deliveries overlapped in time in two different replicas (a
+     * delivery of a replica that died ends at its death).
+     */
+    private List<String> doubleReplays() {
+      record Span(String replica, long from, long to) {}
+      Map<String, List<Span>> byRun = new HashMap<>();
+      Map<String, Long> opened = new HashMap<>();
+      long now = System.currentTimeMillis();
+      // A process that logged its exit ran no code after that line, whenever the OS reaped it.
+      Map<String, Long> ended = new HashMap<>(cluster.endedAt);
+      for (Journal j : cluster.journal()) {
+        if (j.event().equals("exit")) {
+          ended.merge(j.replica(), j.t(), Math::min);
+        }
+      }
+      for (Journal j : cluster.journal()) {
+        if (!runs.contains(j.runId())) {
+          continue;
+        }
+        String key = j.replica() + " " + j.runId() + " " + j.e().path("messageId").asText();
+        if (j.event().equals("flow-start")) {
+          opened.put(key, j.t());
+        } else if (j.event().equals("flow-end") && opened.containsKey(key)) {
+          byRun
+              .computeIfAbsent(j.runId(), r -> new ArrayList<>())
+              .add(new Span(j.replica(), opened.remove(key), j.t()));
+        }
+      }
+      opened.forEach(
+          (key, from) -> {
+            String[] k = key.split(" ");
+            long to = ended.getOrDefault(k[0], now);
+            byRun.computeIfAbsent(k[1], r -> new ArrayList<>()).add(new Span(k[0], from, to));
+          });
+      List<String> out = new ArrayList<>();
+      byRun.forEach(
+          (runId, spans) -> {
+            for (Span a : spans) {
+              for (Span b : spans) {
+                if (!a.replica().equals(b.replica()) && a.from() < b.to() && b.from() < a.to()) {
+                  out.add(runId);
+                  return;
+                }
+              }
+            }
+          });
+      return out.stream().sorted().collect(Collectors.toList());
+    }
+
+    String summary() {
+      return String.format(
+              "stopped %s holding %d runs (%d parked elsewhere); all its runs completed %s;"
+                  + " continued on a peer %s; step executions max %d, %d steps twice; %d jobs for its"
+                  + " runs (%d backstops); %d double replays; %d parked runs given a job;"
+                  + " %d unfinished",
+              victim.name(),
+              held.size(),
+              parked.size(),
+              completedMs >= 0
+                  ? "after " + Measurement.seconds(completedMs)
+                  : "not by the deadline (" + notCompletedAtDeadline + " left)",
+              continuedMs >= 0 ? "after " + Measurement.seconds(continuedMs) : "–",
+              maxStepStarts,
+              stepsRunTwice,
+              jobsAdded,
+              backstops,
+              doubleReplays.size(),
+              parkedWithNewJob.size(),
+              unfinished)
+          + (late.isEmpty() ? "" : "; late " + late)
+          + (doubleReplays.isEmpty() ? "" : "; replayed twice at once " + doubleReplays)
+          + (parkedWithNewJob.isEmpty() ? "" : "; parked given a job " + parkedWithNewJob);
+    }
+  }
+}

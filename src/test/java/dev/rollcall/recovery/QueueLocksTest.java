@@ -1,0 +1,296 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.EngineRuns;
+import dev.rollcall.testing.RollcallTestResource;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import io.smallrye.mutiny.Uni;
+import jakarta.inject.Inject;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Queue locks learned from the queue: the worker holding the job of a message an instance reports
+ * is that instance's; a death or a leave releases every lock of its workers, orphans are released
+ * after the activity fence, and a live instance's lock never is.
+ */
+@ServiceTest
+class QueueLocksTest extends ApiTestBase {
+
+  static final String FLOWS = "workflow_flows";
+  static final String STEPS = "workflow_steps";
+  static final long HOUR_MS = 3_600_000;
+
+  @Inject Reaper reaper;
+
+  String tag;
+  final List<Long> jobs = new ArrayList<>();
+
+  @BeforeEach
+  void fresh() {
+    tag = UUID.randomUUID().toString().substring(0, 8);
+    // Instances other tests left behind are reaped first, so each test sees only its own.
+    reaper.runOnce().await().indefinitely();
+  }
+
+  @AfterEach
+  void dropJobs() {
+    Db.update(
+        "DELETE FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])",
+        TakeoverTest.pgArray(jobs));
+    jobs.clear();
+  }
+
+  String name(String what) {
+    return what + "_" + tag;
+  }
+
+  /**
+   * A job as the engine adds it: the payload carries the message id and the run; {@code key} is the
+   * job key (the message id, or an idempotency key, or null). Locked {@code lockedAgoMs} ago by
+   * {@code worker} unless that is null.
+   */
+  long job(String task, String key, String messageId, String runId, String worker, long ago) {
+    String payload = EngineRuns.flowsPayload(messageId, "wf", runId, 1);
+    long id =
+        key == null
+            ? Db.number("SELECT id FROM graphile_worker.add_job(?, ?::json)", task, payload)
+            : Db.number(
+                "SELECT id FROM graphile_worker.add_job(?, ?::json, job_key => ?)",
+                task,
+                payload,
+                key);
+    if (worker != null) {
+      Db.update(
+          "UPDATE graphile_worker._private_jobs SET locked_by = ?,"
+              + " locked_at = now() - ? * interval '1 millisecond' WHERE id = ?",
+          worker,
+          ago,
+          id);
+    }
+    jobs.add(id);
+    return id;
+  }
+
+  String lockOf(long job) {
+    List<String> l =
+        Db.column(
+            "SELECT coalesce(locked_by, '-') FROM graphile_worker._private_jobs WHERE id = ?", job);
+    return l.isEmpty() ? "(gone)" : l.get(0);
+  }
+
+  List<String> learned(Instance instance) {
+    return Db.column(
+        "SELECT worker_id || ':' || message_id FROM rollcall.queue_workers"
+            + " WHERE instance_id = ? ORDER BY worker_id",
+        instance.id());
+  }
+
+  List<String> released(String runId) {
+    return Db.column(
+        "SELECT reason || '|' || coalesce(instance_id::text, '-') || '|' || detail"
+            + " FROM rollcall.ledger WHERE run_id = ? AND outcome = 'lock-released' ORDER BY id",
+        runId);
+  }
+
+  @Test
+  void aWorkerIsLearnedFromTheKeyedJobOfAReportedMessageOnTheNamespacesTasksOnly() {
+    Instance app = api.register(SourceTables.ENGINE, name("d"), "app");
+    String w1 = name("w1");
+    String w2 = name("w2");
+    job(FLOWS, name("msg_a"), name("msg_a"), name("wrun_a"), w1, 0);
+    job("other_flows", name("msg_b"), name("msg_b"), name("wrun_b"), w2, 0);
+    // A job that exists but nobody locked yet teaches nothing.
+    job(FLOWS, name("msg_c"), name("msg_c"), name("wrun_c"), null, 0);
+
+    api.heartbeatEntries(
+            app,
+            List.of(
+                Api.execution(name("wrun_a"), name("msg_a")),
+                Api.execution(name("wrun_b"), name("msg_b")),
+                Api.execution(name("wrun_c"), name("msg_c"))))
+        .expect(200);
+
+    assertEquals(List.of(w1 + ":" + name("msg_a")), learned(app));
+    // The admin API shows registered and learned workers alike.
+    assertTrue(
+        api.send(
+                "GET",
+                "admin/instances?namespace=engine&state=live",
+                RollcallTestResource.ADMIN_TOKEN,
+                null)
+            .expect(200)
+            .body()
+            .toString()
+            .contains(w1));
+    api.leave(app).expect(204);
+  }
+
+  @Test
+  void aDeathReleasesEveryLockOfTheInstancesWorkersNotOnlyThoseOfItsLastReport() {
+    Instance peer = api.register(SourceTables.ENGINE, name("d"), "peer");
+    Instance victim = api.register(SourceTables.ENGINE, name("d"), "victim");
+    String w = name("w");
+    long reported = job(FLOWS, name("msg_1"), name("msg_1"), name("wrun_1"), w, 0);
+    api.heartbeatEntries(victim, List.of(Api.execution(name("wrun_1"), name("msg_1")))).expect(200);
+    // After its last heartbeat, the same worker picked up another job; it never reported it.
+    long later = job(FLOWS, name("msg_2"), name("msg_2"), name("wrun_2"), w, 0);
+    // A job the worker locked whose message a live peer reports executing is never released.
+    long peers = job(STEPS, name("msg_3"), name("msg_3"), name("wrun_3"), w, 0);
+    api.heartbeatEntries(peer, List.of(Api.execution(name("wrun_3"), name("msg_3")))).expect(200);
+    long otherNamespace = job("other_flows", name("msg_4"), name("msg_4"), name("wrun_4"), w, 0);
+    TakeoverTest.expireLease(victim);
+
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals("-", lockOf(reported));
+    assertEquals("-", lockOf(later));
+    assertEquals(w, lockOf(peers));
+    assertEquals(w, lockOf(otherNamespace));
+    List<String> proof = released(name("wrun_2"));
+    assertEquals(1, proof.size(), proof.toString());
+    assertTrue(
+        proof.get(0).startsWith("owner-dead|" + victim.id() + "|released job " + later),
+        proof.get(0));
+    assertTrue(proof.get(0).contains("learned for instance " + victim.id()), proof.get(0));
+    assertTrue(proof.get(0).contains("from message " + name("msg_1")), proof.get(0));
+    assertEquals(1, released(name("wrun_1")).size());
+    // The takeover covers the run picked up after the last report too.
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
+                + " WHERE e.subject_instance_id = ? AND l.run_id = ?"
+                + " AND l.outcome NOT IN ('lock-released')",
+            victim.id(),
+            name("wrun_2")));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aLeaveReleasesTheLocksOfTheJobsItsLastReportNamesEvenUnderAnIdempotencyKey() {
+    Instance leaving = api.register(SourceTables.ENGINE, name("d"), "leaving");
+    String w = name("w");
+    // Keyed by an idempotency key, not by its message id: found through the payload.
+    long keyed = job(FLOWS, name("step_1:backstop:1"), name("msg_1"), name("wrun_1"), w, 0);
+    long sameWorker = job(FLOWS, name("msg_2"), name("msg_2"), name("wrun_2"), w, 0);
+
+    api.leaveEntries(leaving, List.of(Api.execution(name("wrun_1"), name("msg_1")))).expect(204);
+
+    assertEquals("-", lockOf(keyed));
+    assertEquals("-", lockOf(sameWorker));
+    assertEquals(List.of(w + ":" + name("msg_1")), learned(leaving));
+    assertEquals(1, released(name("wrun_2")).size());
+  }
+
+  @Test
+  void orphanedLocksOlderThanTheFenceAreReleasedAndNoLiveInstancesLockEver() {
+    Instance live = api.register(SourceTables.ENGINE, name("d"), "live", List.of(name("wreg")));
+    String learnedWorker = name("wlearned");
+    long learnedJob = job(FLOWS, name("msg_l"), name("msg_l"), name("wrun_l"), learnedWorker, 0);
+    // Reported under an idempotency key: not learned, but its message is reported by a live one.
+    long reportedJob =
+        job(FLOWS, name("corr:backstop:9"), name("msg_r"), name("wrun_r"), name("wrep"), HOUR_MS);
+    // Reported by run only (no message id): its job, whatever the task, is not an orphan either.
+    long runOnly = job(STEPS, name("msg_s"), name("msg_s"), name("wrun_s"), name("wrun"), HOUR_MS);
+    api.heartbeatEntries(
+            live,
+            List.of(
+                Api.execution(name("wrun_l"), name("msg_l")),
+                Api.execution(name("wrun_r"), name("msg_r")),
+                Api.execution(name("wrun_s"), null)))
+        .expect(200);
+    assertEquals(List.of(learnedWorker + ":" + name("msg_l")), learned(live));
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_at = now() - interval '1 hour'"
+            + " WHERE id = ?",
+        learnedJob);
+    long registeredJob =
+        job(STEPS, name("msg_g"), name("msg_g"), name("wrun_g"), name("wreg"), HOUR_MS);
+    long orphan = job(FLOWS, name("msg_o"), name("msg_o"), name("wrun_o"), name("wgone"), HOUR_MS);
+    long young = job(FLOWS, name("msg_y"), name("msg_y"), name("wrun_y"), name("wnew"), 0);
+    long unkeyed = job(FLOWS, null, name("msg_u"), name("wrun_u"), name("wgone"), HOUR_MS);
+    long foreign =
+        job("other_flows", name("msg_f"), name("msg_f"), name("wrun_f"), name("wgone"), HOUR_MS);
+
+    int n = reaper.releaseOrphans().await().indefinitely();
+
+    assertTrue(n >= 1);
+    assertEquals(learnedWorker, lockOf(learnedJob), "a live instance's learned worker");
+    assertEquals(name("wreg"), lockOf(registeredJob), "a live instance's registered worker");
+    assertEquals(name("wrep"), lockOf(reportedJob), "a message a live instance reports");
+    assertEquals(name("wrun"), lockOf(runOnly), "a run a live instance reports");
+    assertEquals("-", lockOf(orphan));
+    assertEquals(name("wnew"), lockOf(young), "younger than the activity fence");
+    assertEquals(name("wgone"), lockOf(unkeyed), "no key: nothing would report it");
+    assertEquals(name("wgone"), lockOf(foreign), "another namespace's task");
+    List<String> proof = released(name("wrun_o"));
+    assertEquals(1, proof.size());
+    assertTrue(proof.get(0).startsWith("orphaned-lock|-|released job " + orphan), proof.get(0));
+    assertTrue(proof.get(0).contains("no live instance owns the worker"), proof.get(0));
+    assertEquals(
+        List.of(""),
+        Db.column(
+            "SELECT coalesce(epoch_id::text, '') FROM rollcall.ledger WHERE run_id = ?",
+            name("wrun_o")));
+
+    // Once the live instance is dead, its learned worker's old lock is an orphan like any other.
+    TakeoverTest.expireLease(live);
+    Db.update("UPDATE rollcall.instances SET state = 'dead' WHERE id = ?", live.id());
+    reaper.releaseOrphans().await().indefinitely();
+    assertEquals("-", lockOf(learnedJob));
+    assertTrue(released(name("wrun_l")).get(0).contains("it was instance " + live.id()));
+  }
+
+  @Test
+  void serviceReplicasReleasingOrphansAtOnceReleaseEachLockOnce() {
+    int n = 3000;
+    List<String> ids =
+        Db.column(
+            "SELECT (graphile_worker.add_job('workflow_flows', ?::json,"
+                + " job_key => ?::text || g)).id::text FROM generate_series(1, ?) g",
+            EngineRuns.flowsPayload(name("msg"), "wf", name("wrun_race"), 1),
+            name("msg_"),
+            n);
+    ids.forEach(id -> jobs.add(Long.parseLong(id)));
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_by = ?::text || (id % 5),"
+            + " locked_at = now() - interval '1 hour' WHERE id = ANY(?::bigint[])",
+        name("wgone"), TakeoverTest.pgArray(jobs));
+
+    List<Integer> passes =
+        Uni.join()
+            .all(
+                reaper.releaseOrphans(),
+                reaper.releaseOrphans(),
+                reaper.releaseOrphans(),
+                reaper.releaseOrphans())
+            .andFailFast()
+            .await()
+            .indefinitely();
+
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM graphile_worker._private_jobs"
+                + " WHERE id = ANY(?::bigint[]) AND locked_by IS NOT NULL",
+            TakeoverTest.pgArray(jobs)));
+    assertTrue(passes.stream().mapToInt(Integer::intValue).sum() >= n, passes.toString());
+    assertEquals(
+        n,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'lock-released'",
+            name("wrun_race")));
+  }
+}
