@@ -135,7 +135,9 @@ public class Classifier {
                                           .withMessageId(ev.strandedOwner())
                                       : ev.liveQueuedJob()
                                           ? Verdict.skip(id, name, Reason.HAS_QUEUED_JOB)
-                                          : Verdict.handOut(id, name, Reason.OWNER_DEAD, dead));
+                                          : parked(ev)
+                                              ? Verdict.skip(id, name, Reason.PARKED_ON_HOOK)
+                                              : Verdict.handOut(id, name, Reason.OWNER_DEAD, dead));
                             } else if (run.recentlyActive() || ev.recentEvent()) {
                               verdicts.add(Verdict.skip(id, name, Reason.RECENTLY_ACTIVE));
                             } else {
@@ -161,6 +163,9 @@ public class Classifier {
     if (ev.liveQueuedJob()) {
       return Verdict.skip(id, name, Reason.HAS_QUEUED_JOB);
     }
+    if (parked(ev)) {
+      return Verdict.skip(id, name, Reason.PARKED_ON_HOOK);
+    }
     if (facts.unchangedSinceRedrive().contains(id)) {
       return Verdict.skip(id, name, Reason.UNCHANGED_SINCE_REDRIVE);
     }
@@ -177,6 +182,14 @@ public class Classifier {
       return Verdict.handOut(id, name, Reason.DUE_WAIT, null);
     }
     return Verdict.handOut(id, name, Reason.NO_LIVE_WAKE_PATH, null);
+  }
+
+  /**
+   * Parked on a hook, and nothing else pending: no open step, no due wait. A hook is proof only
+   * this way: the replay that created it ended there (no later event, no job of the run left).
+   */
+  private static boolean parked(Evidence ev) {
+    return ev.parkedOnHook() && !ev.openStep() && !ev.dueWait();
   }
 
   private Uni<Facts> facts(SqlClient client, RunSource source, Epoch epoch, List<String> ids) {

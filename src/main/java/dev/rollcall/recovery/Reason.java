@@ -14,6 +14,11 @@ public enum Reason {
   OWNED_BY_LIVE_INSTANCE("owned-by-live-instance", false),
   RECENTLY_ACTIVE("recently-active", false),
   HAS_QUEUED_JOB("has-queued-job", false),
+  /**
+   * The run's last replay suspended on a hook (its latest event is {@code hook_created} and no job
+   * of it is left): only resuming the hook moves it on.
+   */
+  PARKED_ON_HOOK("parked-on-hook", false),
   TERMINAL("terminal", false),
   /** Sweeps only: re-driven by an earlier epoch, and the engine has written nothing since. */
   UNCHANGED_SINCE_REDRIVE("unchanged-since-redrive", false),

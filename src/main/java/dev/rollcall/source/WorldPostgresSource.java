@@ -121,8 +121,19 @@ public final class WorldPostgresSource implements RunSource {
                 + " AND created_at > ((now() - $2::bigint * interval '1 millisecond')"
                 + " AT TIME ZONE 'UTC')",
             Tuple.of(ids, activityFence.toMillis()));
-    Uni<Set<String>> queued = queuedJobs(client, epochId, ids);
+    Uni<Map<String, Boolean>> queued = queuedJobs(client, epochId, ids);
     Uni<Map<String, String>> stranded = strandedOwners(client, ids);
+    // The latest event of each run, by id (event ids are ULIDs: creation order), read by the
+    // run_id index. hook_created last means the replay that created the hook wrote nothing after
+    // it: it suspended there, or died before it could go on (then its job is still in the queue).
+    Uni<Set<String>> lastHookCreated =
+        ids(
+            client,
+            "SELECT r.run_id FROM unnest($1::text[]) AS r(run_id) WHERE (SELECT e.type FROM "
+                + engine
+                + ".workflow_events e WHERE e.run_id = r.run_id ORDER BY e.id DESC LIMIT 1)"
+                + " = 'hook_created'",
+            Tuple.of((Object) ids));
     return openSteps.chain(
         steps ->
             dueWaits.chain(
@@ -131,21 +142,25 @@ public final class WorldPostgresSource implements RunSource {
                         recent ->
                             queued.chain(
                                 jobs ->
-                                    stranded.map(
-                                        owners -> {
-                                          Map<String, Evidence> evidence = new HashMap<>();
-                                          for (String id : ids) {
-                                            evidence.put(
-                                                id,
-                                                new Evidence(
-                                                    steps.contains(id),
-                                                    waits.contains(id),
-                                                    jobs.contains(id),
-                                                    recent.contains(id),
-                                                    owners.get(id)));
-                                          }
-                                          return evidence;
-                                        })))));
+                                    stranded.chain(
+                                        owners ->
+                                            lastHookCreated.map(
+                                                hooks -> {
+                                                  Map<String, Evidence> evidence = new HashMap<>();
+                                                  for (String id : ids) {
+                                                    evidence.put(
+                                                        id,
+                                                        new Evidence(
+                                                            steps.contains(id),
+                                                            waits.contains(id),
+                                                            Boolean.TRUE.equals(jobs.get(id)),
+                                                            recent.contains(id),
+                                                            owners.get(id),
+                                                            hooks.contains(id)
+                                                                && !jobs.containsKey(id)));
+                                                  }
+                                                  return evidence;
+                                                }))))));
   }
 
   /**
@@ -199,28 +214,35 @@ public final class WorldPostgresSource implements RunSource {
    * proves nothing). With an epoch, from the jobs decoded when it opened; without one, straight
    * from the queue.
    */
-  private Uni<Set<String>> queuedJobs(SqlClient client, Long epochId, String[] ids) {
-    String liveLock =
-        " AND j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
+  private Uni<Map<String, Boolean>> queuedJobs(SqlClient client, Long epochId, String[] ids) {
+    // Every job of the page's runs, each with whether it can wake its run now; a run absent from
+    // the answer has no job at all (the parked-on-hook proof needs that).
+    String live =
+        "bool_or(j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
             + GraphileQueue.liveWorkers("$2")
-            + "))";
-    if (epochId != null) {
-      return ids(
-          client,
-          "SELECT DISTINCT w.run_id FROM rollcall.epoch_wake_jobs w"
-              + " JOIN graphile_worker._private_jobs j ON j.id = w.job_id"
-              + " WHERE w.run_id = ANY($1::text[]) AND w.epoch_id = $3"
-              + liveLock,
-          Tuple.of(ids, namespace(), epochId));
-    }
-    return ids(
-        client,
-        "SELECT DISTINCT rollcall.engine_run_id(j.payload) AS run_id"
-            + " FROM graphile_worker._private_jobs j"
-            + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
-            + " WHERE t.identifier = $3 AND rollcall.engine_run_id(j.payload) = ANY($1::text[])"
-            + liveLock,
-        Tuple.of(ids, namespace(), workflowTask()));
+            + "))) AS live";
+    String sql =
+        epochId != null
+            ? "SELECT w.run_id, "
+                + live
+                + " FROM rollcall.epoch_wake_jobs w"
+                + " JOIN graphile_worker._private_jobs j ON j.id = w.job_id"
+                + " WHERE w.run_id = ANY($1::text[]) AND w.epoch_id = $3 GROUP BY w.run_id"
+            : "SELECT rollcall.engine_run_id(j.payload) AS run_id, "
+                + live
+                + " FROM graphile_worker._private_jobs j"
+                + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+                + " WHERE t.identifier = $3 AND rollcall.engine_run_id(j.payload) = ANY($1::text[])"
+                + " GROUP BY 1";
+    return client
+        .preparedQuery(sql)
+        .execute(Tuple.of(ids, namespace(), epochId != null ? epochId : workflowTask()))
+        .map(
+            rows -> {
+              Map<String, Boolean> jobs = new HashMap<>();
+              rows.forEach(r -> jobs.put(r.getString("run_id"), r.getBoolean("live")));
+              return jobs;
+            });
   }
 
   @Override

@@ -61,7 +61,7 @@ class EngineCompatibilityIT {
     expected.put(runs.dueWait(), "due-wait");
     expected.put(runs.futureWaitWithJob(), "has-queued-job");
     expected.put(runs.futureWaitLostJob(), "no-live-wake-path");
-    expected.put(runs.hookParked(false), "no-live-wake-path");
+    expected.put(runs.hookParked(false), "parked-on-hook");
     expected.put(runs.hookParked(true), "no-live-wake-path");
     expected.put(runs.lostWakeUp(), "no-live-wake-path");
     expected.put(runs.terminal("completed"), "(not in the pass)");
