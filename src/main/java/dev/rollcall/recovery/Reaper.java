@@ -61,14 +61,27 @@ public class Reaper {
       every = "${rollcall.reaper-interval:1s}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    boolean orphans = passes++ % orphanEvery() == 0;
     return runOnce()
-        .chain(() -> orphans ? releaseOrphans().replaceWithVoid() : Uni.createFrom().voidItem())
         .onFailure()
         .invoke(e -> LOG.warnf("reaper pass failed, retrying next pass: %s", e.toString()))
         .onFailure()
         .recoverWithNull()
         .replaceWithVoid();
+  }
+
+  /**
+   * The orphan release, on its own schedule so that reading the queue never delays a takeover; runs
+   * on every {@link #orphanEvery()}-th tick of the reaper's interval.
+   */
+  @Scheduled(
+      identity = "rollcall-orphaned-locks",
+      every = "${rollcall.reaper-interval:1s}",
+      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
+  Uni<Void> scheduledOrphans() {
+    if (passes++ % orphanEvery() != 0) {
+      return Uni.createFrom().voidItem();
+    }
+    return releaseOrphans().replaceWithVoid();
   }
 
   /**
