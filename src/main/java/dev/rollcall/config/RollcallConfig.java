@@ -14,6 +14,14 @@ import java.util.Optional;
 @ConfigMapping(prefix = "rollcall")
 public interface RollcallConfig {
 
+  /**
+   * Starts an embedded PostgreSQL with a seeded {@code demo} namespace when no database is
+   * configured (read at launch, before anything else; the {@code demo} profile sets it too).
+   * Without it, and with no database configured, the service refuses to start.
+   */
+  @WithDefault("false")
+  boolean demo();
+
   /** How often an instance is asked to heartbeat. */
   @WithDefault("3s")
   Duration heartbeatInterval();
