@@ -13,6 +13,7 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.Sweeps;
 import jakarta.inject.Inject;
 import java.util.List;
 import java.util.UUID;
@@ -33,12 +34,10 @@ class LongLivedTest extends ApiTestBase {
 
   static final String NS = SourceTables.SMALL;
 
-  /** Leaves no open sweep and no recent one for other tests. */
+  /** Sweeps are namespace-wide: leave none open for other tests, and no recent one behind. */
   @AfterEach
   void closeSweeps() {
-    Db.update(
-        "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'test',"
-            + " created_at = created_at - interval '1 day' WHERE kind = 'sweep'");
+    Sweeps.closeAll();
   }
 
   static String state(long epochId) {
