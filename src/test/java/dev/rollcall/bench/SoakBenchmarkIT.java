@@ -26,8 +26,8 @@ import org.junit.jupiter.api.Test;
  * Weeks of operation compressed into minutes, against the packaged service: {@code bench.runs}
  * active runs (20 000; the full size is 100 000) of which all but a few per day are parked (the
  * engine writes nothing to them), a sweep every 3 s, a deploy every simulated day with {@code
- * bench.replicas} (4) simulated instances that each recover its boot pass, heartbeat and claim;
- * on every deploy one old replica is killed (its lease runs out, a takeover follows) and the others
+ * bench.replicas} (4) simulated instances that each recover its boot pass, heartbeat and claim; on
+ * every deploy one old replica is killed (its lease runs out, a takeover follows) and the others
  * leave; once a week a rollout is aborted mid-recovery (its only instance dies holding its boot
  * pass, which must be closed as stranded). One simulated day is {@code bench.day-seconds} (12 s),
  * retention keeps two days. Prints, per simulated week, table sizes, sweep pass time and claim
@@ -39,7 +39,8 @@ class SoakBenchmarkIT {
 
   static final String NS = SourceTables.ACTIVE;
   static final List<String> TABLES =
-      List.of("ledger", "batch_runs", "batches", "epochs", "epoch_counts", "instances", "ownership");
+      List.of(
+          "ledger", "batch_runs", "batches", "epochs", "epoch_counts", "instances", "ownership");
 
   final int runs = Integer.getInteger("bench.runs", 20_000);
   final int replicas = Integer.getInteger("bench.replicas", 4);
