@@ -233,7 +233,7 @@ class SoakBenchmarkIT {
     }
     row.append(
             Db.number(
-                "SELECT sum(pg_total_relation_size(c.oid)) / 1048576 FROM pg_class c"
+                "SELECT (sum(pg_total_relation_size(c.oid)) / 1048576)::bigint FROM pg_class c"
                     + " JOIN pg_namespace n ON n.oid = c.relnamespace"
                     + " WHERE n.nspname = 'rollcall' AND c.relkind = 'r'"))
         .append(" | ");
