@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
 /**
  * Weeks of operation compressed into minutes, against the packaged service: {@code bench.runs}
  * active runs (20 000; the full size is 100 000) of which all but a few per day are parked (the
- * engine writes nothing to them), a sweep every 3 s, a deploy every simulated day with {@code
+ * engine writes nothing to them), a sweep every 2 s, a deploy every simulated day with {@code
  * bench.replicas} (4) simulated instances that each recover its boot pass, heartbeat and claim; on
  * every deploy one old replica is killed (its lease runs out, a takeover follows) and the others
  * leave; once a week a rollout is aborted mid-recovery (its only instance dies holding its boot
@@ -60,9 +60,11 @@ class SoakBenchmarkIT {
       EngineFixture.setUpSchemas(db);
       SourceTables.insertRuns(db, NS, 1, runs, 0);
       Map<String, String> settings = new HashMap<>(SourceTables.namespaceSettings());
-      settings.put("rollcall.heartbeat-interval", "1s");
-      settings.put("rollcall.lease-ttl", "3s");
-      settings.put("rollcall.sweep.interval", "3s");
+      // Short leases: a deploy's quiet window (two lease TTLs, no sweep while instances register)
+      // is a third of a simulated day, so sweeps run several times a day between deploys.
+      settings.put("rollcall.heartbeat-interval", "500ms");
+      settings.put("rollcall.lease-ttl", "2s");
+      settings.put("rollcall.sweep.interval", "2s");
       settings.put("rollcall.sweep.max-runs-per-second", "1000000");
       settings.put("rollcall.batch.lease", "10s");
       settings.put("rollcall.stranded-epoch-grace", graceMs + "ms");
@@ -94,7 +96,7 @@ class SoakBenchmarkIT {
         try {
           if (System.currentTimeMillis() >= nextBeat) {
             api.heartbeat(instance).expect(200);
-            nextBeat = System.currentTimeMillis() + 1000;
+            nextBeat = System.currentTimeMillis() + 500;
           }
           long t0 = System.nanoTime();
           Api.Reply r = api.claim(instance, 2000);
@@ -187,7 +189,7 @@ class SoakBenchmarkIT {
             + dayMs / 1000
             + " s, retention age 2 days, stranded grace "
             + graceMs
-            + " ms, sweeps every 3 s; "
+            + " ms, sweeps every 2 s; "
             + (System.currentTimeMillis() - start) / 1000
             + " s wall");
     System.out.println(
