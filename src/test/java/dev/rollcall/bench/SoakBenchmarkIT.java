@@ -49,6 +49,9 @@ class SoakBenchmarkIT {
   final long graceMs = 2 * dayMs / 3;
 
   final ConcurrentLinkedQueue<Long> claimMs = new ConcurrentLinkedQueue<>();
+  // Collected as sweeps close: retention deletes a closed sweep two simulated days later.
+  final ConcurrentLinkedQueue<Long> sweepMs = new ConcurrentLinkedQueue<>();
+  long lastSweepSeen = 0;
   final AtomicLong errors = new AtomicLong();
   final AtomicLong maxStrandedSeen = new AtomicLong();
 
@@ -129,6 +132,7 @@ class SoakBenchmarkIT {
           while (sampling.get()) {
             try {
               maxStrandedSeen.accumulateAndGet(strandedTooLong(), Math::max);
+              collectSweeps();
             } catch (RuntimeException e) {
               errors.incrementAndGet();
             }
@@ -141,6 +145,7 @@ class SoakBenchmarkIT {
     for (int week = 1; week <= weeks; week++) {
       long weekStart = System.currentTimeMillis();
       claimMs.clear();
+      sweepMs.clear();
       for (int day = 1; day <= 7; day++) {
         long dayStart = System.currentTimeMillis();
         deploy++;
@@ -228,6 +233,20 @@ class SoakBenchmarkIT {
         graceMs);
   }
 
+  /** Records the pass time of every sweep closed since the last look. */
+  void collectSweeps() {
+    for (List<String> row :
+        Db.database()
+            .rows(
+                "SELECT id, (extract(epoch FROM closed_at - created_at) * 1000)::bigint FROM"
+                    + " rollcall.epochs WHERE kind = 'sweep' AND state = 'closed'"
+                    + " AND close_reason = 'completed' AND id > ? ORDER BY id",
+                lastSweepSeen)) {
+      lastSweepSeen = Long.parseLong(row.get(0));
+      sweepMs.add(Long.parseLong(row.get(1)));
+    }
+  }
+
   String weekRow(int week, long weekStart) {
     StringBuilder row = new StringBuilder("| " + week + " | ");
     for (String table : TABLES) {
@@ -239,15 +258,7 @@ class SoakBenchmarkIT {
                     + " JOIN pg_namespace n ON n.oid = c.relnamespace"
                     + " WHERE n.nspname = 'rollcall' AND c.relkind = 'r'"))
         .append(" | ");
-    long since = (System.currentTimeMillis() - weekStart) / 1000 + 1;
-    List<Long> sweeps = new ArrayList<>();
-    Db.column(
-            "SELECT (extract(epoch FROM closed_at - created_at) * 1000)::bigint FROM"
-                + " rollcall.epochs WHERE kind = 'sweep' AND state = 'closed'"
-                + " AND close_reason = 'completed'"
-                + " AND created_at > now() - ?::bigint * interval '1 second'",
-            since)
-        .forEach(v -> sweeps.add(Long.parseLong(v)));
+    List<Long> sweeps = new ArrayList<>(sweepMs);
     sweeps.sort(null);
     List<Long> claims = new ArrayList<>(claimMs);
     claims.sort(null);
