@@ -357,6 +357,21 @@ describe('admin console', { timeout: 300_000 }, () => {
     await page.setViewportSize({ width: 1280, height: 900 });
   });
 
+  it('closes an open pass after asking', async () => {
+    const manual = (await service.admin('epochs?namespace=demo&kind=manual&state=open')).items;
+    assert.equal(manual.length, 1, 'the manual pass is still open');
+    const id = manual[0].id;
+    const dialog = page.getByTestId('confirm');
+    await page.getByTestId(`epoch-${id}-close`).click();
+    await dialog.waitFor({ state: 'visible' });
+    await page.getByTestId('confirm-ok').click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.getByTestId('notice').filter({ hasText: `Pass #${id} closed` }).waitFor({ timeout: 5000 });
+    const closed = await service.admin(`epochs/${id}`);
+    assert.equal(closed.state, 'closed');
+    assert.equal(closed.closeReason, 'closed-by-operator');
+  });
+
   it('shows a banner, not a blank page, when the service is gone', async () => {
     await service.stop();
     const banner = page.getByTestId('banner');

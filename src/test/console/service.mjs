@@ -73,13 +73,14 @@ export class Service {
 
   async #spawn(extraEnv) {
     // No database settings and no namespaces from the caller's environment: the service must
-    // start its embedded PostgreSQL with the seeded demo namespace.
+    // start its embedded PostgreSQL with the seeded demo namespace, which it does only when asked.
     const env = Object.fromEntries(
       Object.entries(process.env).filter(
         ([k]) => !k.startsWith('QUARKUS_DATASOURCE_') && !k.startsWith('ROLLCALL_') && !k.startsWith('QUARKUS_'),
       ),
     );
     Object.assign(env, {
+      ROLLCALL_DEMO: 'true',
       ROLLCALL_ADMIN_TOKEN: this.adminToken,
       QUARKUS_HTTP_PORT: String(this.httpPort),
       QUARKUS_HTTP_HOST: HOST,

@@ -48,6 +48,7 @@ export async function startService({ env = {}, startTimeoutMs = 120_000, log = f
     QUARKUS_MANAGEMENT_PORT: String(managementPort),
     [`ROLLCALL_NAMESPACES__${NAMESPACE.toUpperCase()}__REGISTRATION_SECRET`]: SECRET,
     [`ROLLCALL_NAMESPACES__${NAMESPACE.toUpperCase()}__SOURCE_KIND`]: 'world-postgres',
+    ROLLCALL_DEMO: 'true',
     ROLLCALL_LEASE_TTL: '2s',
     ROLLCALL_HEARTBEAT_INTERVAL: '500ms',
     ROLLCALL_BATCH_LEASE: '3s',

@@ -1,23 +1,42 @@
 package dev.rollcall;
 
 import dev.rollcall.demo.EmbeddedDatabase;
+import dev.rollcall.demo.Startup;
 import io.quarkus.runtime.Quarkus;
 import io.quarkus.runtime.QuarkusApplication;
 import io.quarkus.runtime.annotations.QuarkusMain;
+import java.util.HashMap;
+import java.util.Map;
 
 /**
- * Starts the service. With no database configured it first starts an embedded PostgreSQL with a
- * seeded {@code demo} namespace, so that a newcomer can try the protocol with nothing installed.
+ * Starts the service on its configured database. Only when asked for ({@code -Drollcall.demo=true}
+ * or the {@code demo} profile) and with no database configured does it first start an embedded
+ * PostgreSQL with a seeded {@code demo} namespace; with neither it refuses to start, so a
+ * production deploy that lost its database settings never comes up "ready" on an empty database.
  */
 @QuarkusMain
 public class Main {
 
   /** Entry point. */
   public static void main(String... args) {
-    EmbeddedDatabase embedded = EmbeddedDatabase.startIfNoDatabaseConfigured();
+    Map<String, String> properties = new HashMap<>();
+    System.getProperties().forEach((k, v) -> properties.put(String.valueOf(k), String.valueOf(v)));
+    EmbeddedDatabase embedded =
+        switch (Startup.decide(properties, System.getenv())) {
+          case CONFIGURED -> null;
+          case EMBEDDED_DEMO -> EmbeddedDatabase.start();
+          case NONE -> {
+            System.err.println(Startup.NO_DATABASE);
+            System.exit(1);
+            yield null;
+          }
+        };
     Quarkus.run(
         Service.class,
         (code, failure) -> {
+          if (failure != null) {
+            failure.printStackTrace();
+          }
           if (embedded != null) {
             embedded.close();
           }

@@ -215,10 +215,11 @@ public class AdminService {
                 + "   AND l.outcome = 'enqueued') AS enqueued,"
                 + " (SELECT count(*) FROM rollcall.ledger l WHERE l.epoch_id = e.id"
                 + "   AND l.outcome = 'failed') AS failed,"
-                + " (SELECT count(*) FROM rollcall.ledger l WHERE l.epoch_id = e.id"
-                + "   AND l.outcome = 'deferred') AS deferred,"
-                + " (SELECT count(*) FROM rollcall.ledger l WHERE l.epoch_id = e.id"
-                + "   AND l.outcome = 'skipped') AS skipped,"
+                // Deferrals and skips are counted per pass (the ledger keeps only a run's first).
+                + " (SELECT coalesce(sum(c.runs), 0) FROM rollcall.epoch_counts c"
+                + "   WHERE c.epoch_id = e.id AND c.outcome = 'deferred')::bigint AS deferred,"
+                + " (SELECT coalesce(sum(c.runs), 0) FROM rollcall.epoch_counts c"
+                + "   WHERE c.epoch_id = e.id AND c.outcome = 'skipped')::bigint AS skipped,"
                 + " (SELECT count(*) FROM rollcall.deferred d WHERE d.epoch_id = e.id)"
                 + "   AS pending_recheck,"
                 + " (SELECT count(DISTINCT (batch_id, fence)) FROM rollcall.ledger l"
@@ -239,8 +240,8 @@ public class AdminService {
                               + " WHERE epoch_id = $1 AND batch_id IS NOT NULL GROUP BY reason",
                           id),
                       counts(
-                          "SELECT reason AS k, count(*) AS n FROM rollcall.ledger"
-                              + " WHERE epoch_id = $1 AND outcome = 'skipped' GROUP BY reason",
+                          "SELECT reason AS k, runs AS n FROM rollcall.epoch_counts"
+                              + " WHERE epoch_id = $1 AND outcome = 'skipped'",
                           id),
                       counts(
                           "SELECT state AS k, count(*) AS n FROM rollcall.batches"

@@ -69,7 +69,11 @@ public class AdminResource {
       @RestQuery Integer limit,
       @RestQuery String cursor) {
     auth.require(authorization);
-    return admin.instances(namespace, oneOf(state, INSTANCE_STATES, "state"), limit, cursor);
+    return admin.instances(
+        Requests.optionalText(namespace, "namespace"),
+        oneOf(state, INSTANCE_STATES, "state"),
+        limit,
+        Requests.optionalText(cursor, "cursor"));
   }
 
   /** Epochs with their progress, newest first. */
@@ -84,11 +88,11 @@ public class AdminResource {
       @RestQuery String cursor) {
     auth.require(authorization);
     return admin.epochs(
-        namespace,
+        Requests.optionalText(namespace, "namespace"),
         oneOf(kind, EPOCH_KINDS, "kind"),
         oneOf(state, EPOCH_STATES, "state"),
         limit,
-        cursor);
+        Requests.optionalText(cursor, "cursor"));
   }
 
   /** One epoch with its progress. */
@@ -135,6 +139,15 @@ public class AdminResource {
       throw new InvalidRequest("'kind' must be 'manual': other passes start on their own");
     }
     return actions.startManual(Requests.text(body.namespace(), "namespace")).chain(admin::epoch);
+  }
+
+  /** Closes an open epoch now: nothing more is handed out in it. */
+  @POST
+  @Path("/epochs/{id}/close")
+  public Uni<EpochView> close(
+      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, @RestPath long id) {
+    auth.require(authorization);
+    return actions.close(id).chain(admin::epoch);
   }
 
   /** Declares an instance dead now, opening its takeover. */

@@ -42,9 +42,17 @@ public class ProblemMapper {
           Map.entry(Problems.RateLimited.class, 429),
           Map.entry(Problems.SourceUnavailable.class, 503));
 
+  /**
+   * A domain problem becomes its status. A domain exception without a status here is a bug of this
+   * service, not of the request: it answers {@code 500 internal-error} (logged with an error id),
+   * never a guessed {@code 400}.
+   */
   @ServerExceptionMapper
   public Response domain(DomainException e) {
-    int status = STATUS.getOrDefault(e.getClass(), 400);
+    Integer status = STATUS.get(e.getClass());
+    if (status == null) {
+      return internal(e);
+    }
     Response response =
         Problem.of(e.slug(), e.title(), status, e.getMessage(), e.extensions()).toResponse();
     if (e instanceof Problems.RateLimited limited) {

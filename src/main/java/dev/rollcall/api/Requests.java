@@ -38,6 +38,14 @@ final class Requests {
     return value;
   }
 
+  /**
+   * An optional value (a query parameter): null when absent, else checked like {@link #text}. A NUL
+   * byte, which PostgreSQL refuses in any text value, is thus a 400 and never reaches a query.
+   */
+  static String optionalText(String value, String field) {
+    return value == null ? null : text(value, field);
+  }
+
   static List<String> texts(List<String> values, String field, int max) {
     if (values == null) {
       return List.of();

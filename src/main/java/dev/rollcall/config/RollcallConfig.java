@@ -14,6 +14,14 @@ import java.util.Optional;
 @ConfigMapping(prefix = "rollcall")
 public interface RollcallConfig {
 
+  /**
+   * Starts an embedded PostgreSQL with a seeded {@code demo} namespace when no database is
+   * configured (read at launch, before anything else; the {@code demo} profile sets it too).
+   * Without it, and with no database configured, the service refuses to start.
+   */
+  @WithDefault("false")
+  boolean demo();
+
   /** How often an instance is asked to heartbeat. */
   @WithDefault("3s")
   Duration heartbeatInterval();
@@ -45,6 +53,17 @@ public interface RollcallConfig {
   default Duration effectiveActivityFence() {
     return activityFence().orElse(heartbeatInterval().multipliedBy(2));
   }
+
+  /**
+   * A boot epoch whose deployment has had no live instance for this long is closed as {@code
+   * stranded} (checked every reaper interval and before every sweep): a rollout aborted
+   * mid-recovery never holds its pass open, nor blocks sweeps, for longer.
+   */
+  @WithDefault("5m")
+  Duration strandedEpochGrace();
+
+  /** Retention: what is deleted once it is old enough, so that storage stays bounded. */
+  Retention retention();
 
   /** Batches: how recovery work is cut and leased. */
   Batch batch();
@@ -96,6 +115,31 @@ public interface RollcallConfig {
     /** The most runs a sweep scans per second, so a sweep never floods the engine's queue. */
     @WithDefault("1000")
     int maxRunsPerSecond();
+  }
+
+  /** Retention settings. */
+  interface Retention {
+    /**
+     * How often a retention pass runs (one at a time across every service replica): a duration, or
+     * {@code off} to keep everything.
+     */
+    @WithDefault("1m")
+    String interval();
+
+    /**
+     * Closed epochs (with their batches, batch runs, counts and ledger rows) closed longer ago than
+     * this, and instances that ended longer ago than this, are deleted.
+     */
+    @WithDefault("3d")
+    Duration age();
+
+    /** Rows one delete statement removes at most, so that no statement holds locks for long. */
+    @WithDefault("5000")
+    int chunkSize();
+
+    /** A pass stops starting new deletes after this long; the next pass carries on. */
+    @WithDefault("10s")
+    Duration maxPassTime();
   }
 
   /** Claim settings. */

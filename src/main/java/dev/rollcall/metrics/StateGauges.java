@@ -1,6 +1,8 @@
 package dev.rollcall.metrics;
 
+import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Uni;
@@ -8,13 +10,17 @@ import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jboss.logging.Logger;
 
 /**
  * Gauges of state that lives in the database, refreshed every few seconds by every replica (they
- * all read the same rows, so they all report the same): epochs by namespace, kind and state, and
- * live instances per namespace ({@code rollcall_epochs}, {@code rollcall_instances_live}).
+ * all read the same rows, so they all report the same): open epochs by namespace and kind, and live
+ * instances per namespace ({@code rollcall_epochs}, {@code rollcall_instances_live}). Only open
+ * epochs are counted (an index walk), never every epoch ever created. When a refresh fails the
+ * gauges are withdrawn, not left at their last values, the failure is counted ({@code
+ * rollcall_state_gauge_failures_total}) and logged at WARN once per streak of failures.
  */
 @ApplicationScoped
 public class StateGauges {
@@ -23,71 +29,81 @@ public class StateGauges {
 
   private final Pool pool;
   private final MeterRegistry registry;
-  private final Map<String, AtomicLong> values = new ConcurrentHashMap<>();
+  private final Map<String, Published> values = new ConcurrentHashMap<>();
+  private final Counter failures;
+  private final AtomicBoolean failing = new AtomicBoolean();
+
+  private record Published(AtomicLong value, Meter.Id id) {}
 
   StateGauges(Pool pool, MeterRegistry registry) {
     this.pool = pool;
     this.registry = registry;
+    this.failures = registry.counter("rollcall.state.gauge.failures");
   }
 
   @Scheduled(
       identity = "rollcall-state-gauges",
       every = "${rollcall.metrics-refresh:5s}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
-  Uni<Void> refresh() {
+  Uni<Void> scheduled() {
+    return refresh().onFailure().recoverWithNull();
+  }
+
+  /** Reads the state and publishes it; on failure withdraws the gauges and fails. */
+  public Uni<Void> refresh() {
     return pool.query(
-            "SELECT 'epochs' AS metric, namespace, kind, state, count(*) AS n"
-                + " FROM rollcall.epochs GROUP BY namespace, kind, state"
-                + " UNION ALL SELECT 'live', namespace, '', '', count(*) FROM rollcall.instances"
+            "SELECT 'epochs' AS metric, namespace, kind, count(*) AS n"
+                + " FROM rollcall.epochs WHERE state = 'open' GROUP BY namespace, kind"
+                + " UNION ALL SELECT 'live', namespace, '', count(*) FROM rollcall.instances"
                 + " WHERE state = 'live' AND lease_expires_at > now() GROUP BY namespace")
         .execute()
         .invoke(
             rows -> {
-              values.values().forEach(v -> v.set(0));
+              values.values().forEach(v -> v.value().set(0));
               rows.forEach(
                   r -> {
                     if ("epochs".equals(r.getString("metric"))) {
-                      gauge(
-                              "rollcall.epochs",
-                              r.getString("namespace"),
-                              "kind",
-                              r.getString("kind"),
-                              "state",
-                              r.getString("state"))
+                      gauge("rollcall.epochs", r.getString("namespace"), r.getString("kind"))
                           .set(r.getLong("n"));
                     } else {
-                      gauge(
-                              "rollcall.instances.live",
-                              r.getString("namespace"),
-                              null,
-                              null,
-                              null,
-                              null)
+                      gauge("rollcall.instances.live", r.getString("namespace"), null)
                           .set(r.getLong("n"));
                     }
                   });
+              if (failing.compareAndSet(true, false)) {
+                LOG.info("state gauges refreshed again");
+              }
             })
         .onFailure()
-        .invoke(e -> LOG.debugf("state gauges not refreshed: %s", e.toString()))
-        .onFailure()
-        .recoverWithNull()
+        .invoke(
+            e -> {
+              failures.increment();
+              // Stale values would read as the truth: withdraw them until a refresh succeeds.
+              values.values().forEach(v -> registry.remove(v.id()));
+              values.clear();
+              if (failing.compareAndSet(false, true)) {
+                LOG.warnf("state gauges withdrawn, their refresh failed: %s", e.toString());
+              } else {
+                LOG.debugf("state gauges still not refreshed: %s", e.toString());
+              }
+            })
         .replaceWithVoid();
   }
 
-  private AtomicLong gauge(
-      String name, String namespace, String k1, String v1, String k2, String v2) {
-    String key = name + "|" + namespace + "|" + v1 + "|" + v2;
-    return values.computeIfAbsent(
-        key,
-        k -> {
-          AtomicLong value = new AtomicLong();
-          Gauge.Builder<AtomicLong> b =
-              Gauge.builder(name, value, AtomicLong::get).tag("namespace", namespace);
-          if (k1 != null) {
-            b.tag(k1, v1).tag(k2, v2);
-          }
-          b.register(registry);
-          return value;
-        });
+  private AtomicLong gauge(String name, String namespace, String kind) {
+    String key = name + "|" + namespace + "|" + kind;
+    return values
+        .computeIfAbsent(
+            key,
+            k -> {
+              AtomicLong value = new AtomicLong();
+              Gauge.Builder<AtomicLong> b =
+                  Gauge.builder(name, value, AtomicLong::get).tag("namespace", namespace);
+              if (kind != null) {
+                b.tag("kind", kind).tag("state", "open");
+              }
+              return new Published(value, b.register(registry).getId());
+            })
+        .value();
   }
 }

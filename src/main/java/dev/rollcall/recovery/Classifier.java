@@ -230,9 +230,13 @@ public class Classifier {
       SqlClient client, RunSource source, Epoch epoch, List<String> ids) {
     return client
         .preparedQuery(
-            "SELECT run_id, max(coalesce(resolved_at, recorded_at)) AS at FROM rollcall.ledger"
-                + " WHERE namespace = $1 AND run_id = ANY($2::text[])"
-                + " AND outcome IN ('enqueued', 'leased') AND epoch_id <> $3 GROUP BY run_id")
+            // The last hand-out only, found by walking each run's ledger index backwards: a few
+            // rows per run, however long its history (see Ledger.record).
+            "SELECT u.run_id, h.at FROM unnest($2::text[]) AS u(run_id)"
+                + " CROSS JOIN LATERAL (SELECT coalesce(l.resolved_at, l.recorded_at) AS at"
+                + "   FROM rollcall.ledger l WHERE l.namespace = $1 AND l.run_id = u.run_id"
+                + "   AND l.outcome IN ('enqueued', 'leased') AND l.epoch_id <> $3"
+                + "   ORDER BY l.id DESC LIMIT 1) h")
         .execute(Tuple.of(epoch.namespace(), ids.toArray(String[]::new), epoch.id()))
         .chain(
             rows -> {

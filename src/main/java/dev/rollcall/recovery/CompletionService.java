@@ -182,14 +182,18 @@ public class CompletionService {
             });
   }
 
-  /** Failed runs go into a new ready batch of the same epoch, carrying the attempts so far. */
+  /**
+   * Failed runs go into a new ready batch of the same epoch, carrying the attempts so far and
+   * everything a hand-out says about each run (its reason and, in a takeover, the dead owner).
+   */
   private Uni<Void> retryBatch(SqlClient conn, long batchId, Held held, String[] failed) {
     return conn.preparedQuery(
             "WITH retry AS (INSERT INTO rollcall.batches"
                 + " (epoch_id, state, fence, attempts, run_count, retry_of)"
                 + " VALUES ($1, 'ready', 0, $2, $3, $4) RETURNING id)"
-                + " INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason)"
-                + " SELECT retry.id, r.run_id, r.workflow_name, r.reason"
+                + " INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason,"
+                + " dead_instance_id)"
+                + " SELECT retry.id, r.run_id, r.workflow_name, r.reason, r.dead_instance_id"
                 + " FROM retry, rollcall.batch_runs r"
                 + " WHERE r.batch_id = $4 AND r.run_id = ANY($5::text[])")
         .execute(Tuple.of(held.epochId(), held.attempts(), failed.length, batchId, failed))

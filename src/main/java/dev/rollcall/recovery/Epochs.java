@@ -58,21 +58,42 @@ public class Epochs {
               LOG.infof(
                   "epoch %d opened: boot of deployment %s in namespace %s (snapshot max id %s)",
                   id, deploymentId, namespace, snapshot.maxRunId());
+              // Only older deploys' passes: a deploy is older when its first instance registered
+              // before this one's first. Two deploys live side by side (blue/green, canary) each
+              // keep their own pass, whichever opened first; a deploy whose instances are all
+              // gone (and forgotten) counts as older.
               return client
                   .preparedQuery(
-                      "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'superseded',"
-                          + " closed_at = now() WHERE namespace = $1 AND kind = 'boot'"
-                          + " AND state = 'open' AND id <> $2 RETURNING id")
-                  .execute(Tuple.of(namespace, id))
+                      "SELECT e.id FROM rollcall.epochs e WHERE e.namespace = $1"
+                          + " AND e.kind = 'boot' AND e.state = 'open' AND e.id <> $2"
+                          + " AND coalesce((SELECT min(i.registered_at) FROM rollcall.instances i"
+                          + "   WHERE i.namespace = $1 AND i.deployment_id = e.deployment_id),"
+                          + "   '-infinity') < (SELECT min(i.registered_at)"
+                          + "   FROM rollcall.instances i"
+                          + "   WHERE i.namespace = $1 AND i.deployment_id = $3)"
+                          + " ORDER BY e.id")
+                  .execute(Tuple.of(namespace, id, deploymentId))
                   .chain(
-                      closed -> {
-                        Uni<Void> forgotten = Uni.createFrom().voidItem();
-                        for (Row r : closed) {
+                      older -> {
+                        Uni<Void> closing = Uni.createFrom().voidItem();
+                        for (Row r : older) {
                           long old = r.getLong("id");
-                          LOG.infof("epoch %d closed: superseded by boot epoch %d", old, id);
-                          forgotten = forgotten.chain(() -> forget(client, old));
+                          closing =
+                              closing.chain(
+                                  () ->
+                                      close(client, old, "superseded")
+                                          .invoke(
+                                              closed -> {
+                                                if (closed) {
+                                                  LOG.infof(
+                                                      "epoch %d closed: superseded by boot epoch"
+                                                          + " %d",
+                                                      old, id);
+                                                }
+                                              })
+                                          .replaceWithVoid());
                         }
-                        return forgotten.replaceWith(true);
+                        return closing.replaceWith(true);
                       });
             });
   }
@@ -213,6 +234,95 @@ public class Epochs {
               return rows.size() == 1
                   ? forget(client, epochId).replaceWith(true)
                   : Uni.createFrom().item(false);
+            });
+  }
+
+  /**
+   * Closes an open epoch before its pass finished ({@code close_reason} says why: superseded,
+   * stranded, closed-by-operator). Its ready and leased batches are given up ({@code abandoned},
+   * and their hand-outs in the ledger): a holder may still complete its batch, but nothing is
+   * handed out again. Its deferred runs are forgotten. Returns true when this call closed it.
+   */
+  public Uni<Boolean> close(SqlClient client, long epochId, String reason) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.epochs SET state = 'closed', close_reason = $2, closed_at = now()"
+                + " WHERE id = $1 AND state = 'open' RETURNING id")
+        .execute(Tuple.of(epochId, reason))
+        .chain(
+            rows -> {
+              if (rows.size() == 0) {
+                return Uni.createFrom().item(false);
+              }
+              return client
+                  .preparedQuery(
+                      "WITH given_up AS (UPDATE rollcall.batches SET state = 'abandoned',"
+                          + " completed_at = now() WHERE epoch_id = $1"
+                          + " AND state IN ('ready', 'leased') RETURNING id, fence)"
+                          + " UPDATE rollcall.ledger l SET outcome = 'abandoned',"
+                          + " resolved_at = now() FROM given_up g"
+                          + " WHERE l.batch_id = g.id AND l.fence = g.fence"
+                          + " AND l.outcome = 'leased'")
+                  .execute(Tuple.of(epochId))
+                  .chain(
+                      () ->
+                          client
+                              .preparedQuery("DELETE FROM rollcall.deferred WHERE epoch_id = $1")
+                              .execute(Tuple.of(epochId)))
+                  .chain(() -> forget(client, epochId))
+                  .replaceWith(true);
+            });
+  }
+
+  /**
+   * Closes, as {@code stranded}, every open boot epoch of the namespace whose deployment has had no
+   * live instance for longer than {@code graceMs}: a rollout aborted mid-recovery and rolled back
+   * to an earlier deployment id would otherwise leave it open for good, and block sweeps. The last
+   * moment a deployment was present is the latest end (or lease expiry) of its instances; a
+   * deployment whose instances were all forgotten counts from the epoch's creation. Returns the
+   * epochs it closed.
+   */
+  public Uni<List<Long>> closeStranded(SqlClient client, String namespace, long graceMs) {
+    return client
+        .preparedQuery(
+            "SELECT e.id, e.deployment_id FROM rollcall.epochs e"
+                + " WHERE e.namespace = $1 AND e.kind = 'boot' AND e.state = 'open'"
+                + " AND NOT EXISTS (SELECT 1 FROM rollcall.instances i"
+                + "   WHERE i.namespace = $1 AND i.deployment_id = e.deployment_id"
+                + "   AND i.state = 'live' AND i.lease_expires_at > now())"
+                // least() ignores nulls: a live-state instance whose lease ran out (not reaped
+                // yet) was last present at its lease expiry.
+                + " AND coalesce((SELECT max(least(i.ended_at, i.lease_expires_at))"
+                + "   FROM rollcall.instances i"
+                + "   WHERE i.namespace = $1 AND i.deployment_id = e.deployment_id), e.created_at)"
+                + "   <= now() - $2::bigint * interval '1 millisecond'"
+                + " ORDER BY e.id")
+        .execute(Tuple.of(namespace, graceMs))
+        .chain(
+            rows -> {
+              List<Long> closed = new ArrayList<>();
+              Uni<Void> chain = Uni.createFrom().voidItem();
+              for (Row r : rows) {
+                long id = r.getLong("id");
+                String deployment = r.getString("deployment_id");
+                chain =
+                    chain.chain(
+                        () ->
+                            close(client, id, "stranded")
+                                .invoke(
+                                    done -> {
+                                      if (done) {
+                                        closed.add(id);
+                                        LOG.warnf(
+                                            "epoch %d closed: stranded, deployment %s of"
+                                                + " namespace %s has had no live instance for"
+                                                + " %d ms",
+                                            id, deployment, namespace, graceMs);
+                                      }
+                                    })
+                                .replaceWithVoid());
+              }
+              return chain.map(ignored -> closed);
             });
   }
 

@@ -10,12 +10,19 @@ import java.util.UUID;
 
 /**
  * Ledger rows that are not hand-outs (those are written with their batch): runs deferred or skipped
- * by an epoch, and queue locks released for a dead instance or as orphans.
+ * by an epoch, and queue locks released for a dead instance or as orphans. A run parked for months is skipped by
+ * every sweep; the ledger keeps only its first deferral or skip of each kind since it was last
+ * handed out (enough to answer why it is not re-driven), and every pass counts its verdicts in
+ * {@code epoch_counts}.
  */
 @ApplicationScoped
 public class Ledger {
 
-  /** One row per verdict, with the given outcome. */
+  /**
+   * Counts the verdicts on the epoch, and writes a ledger row for each run that has no row of this
+   * outcome and reason since its last hand-out. Each look-back walks the run's ledger index from
+   * its newest row and stops at its last hand-out: a few rows, however long its history.
+   */
   public Uni<Void> record(
       SqlClient client, Epoch epoch, List<Verdict> verdicts, String outcome, UUID instanceId) {
     if (verdicts.isEmpty()) {
@@ -25,12 +32,28 @@ public class Ledger {
     String[] reasons = verdicts.stream().map(v -> v.reason().wire()).toArray(String[]::new);
     return client
         .preparedQuery(
-            "INSERT INTO rollcall.ledger"
-                + " (namespace, run_id, epoch_id, instance_id, reason, outcome, resolved_at)"
-                + " SELECT $1, u.run_id, $2, $3, u.reason, $4,"
-                + " CASE WHEN $4 = 'deferred' THEN NULL ELSE now() END"
-                + " FROM unnest($5::text[], $6::text[]) AS u(run_id, reason)")
-        .execute(Tuple.of(epoch.namespace(), epoch.id(), instanceId, outcome, ids, reasons))
+            "INSERT INTO rollcall.epoch_counts (epoch_id, outcome, reason, runs)"
+                + " SELECT $1, $2, u.reason, count(*) FROM unnest($3::text[]) AS u(reason)"
+                + " GROUP BY u.reason ON CONFLICT (epoch_id, outcome, reason)"
+                + " DO UPDATE SET runs = epoch_counts.runs + excluded.runs")
+        .execute(Tuple.of(epoch.id(), outcome, reasons))
+        .chain(
+            () ->
+                client
+                    .preparedQuery(
+                        "INSERT INTO rollcall.ledger (namespace, run_id, epoch_id, instance_id,"
+                            + " reason, outcome, resolved_at)"
+                            + " SELECT $1, u.run_id, $2, $3, u.reason, $4,"
+                            + " CASE WHEN $4 = 'deferred' THEN NULL ELSE now() END"
+                            + " FROM unnest($5::text[], $6::text[]) AS u(run_id, reason)"
+                            + " WHERE NOT EXISTS (SELECT 1 FROM rollcall.ledger l"
+                            + "   WHERE l.namespace = $1 AND l.run_id = u.run_id"
+                            + "   AND l.outcome = $4 AND l.reason = u.reason"
+                            + "   AND l.id > coalesce((SELECT max(h.id) FROM rollcall.ledger h"
+                            + "     WHERE h.namespace = $1 AND h.run_id = u.run_id"
+                            + "     AND h.batch_id IS NOT NULL), 0))")
+                    .execute(
+                        Tuple.of(epoch.namespace(), epoch.id(), instanceId, outcome, ids, reasons)))
         .replaceWithVoid();
   }
 

@@ -16,8 +16,8 @@ import java.util.UUID;
 import org.jboss.logging.Logger;
 
 /**
- * What an operator may do to recovery: start a manual pass, evict an instance (declare it dead
- * now), and switch a namespace's boot recovery off and on.
+ * What an operator may do to recovery: start a manual pass, close any pass, evict an instance
+ * (declare it dead now), and switch a namespace's boot recovery off and on.
  */
 @ApplicationScoped
 public class OperatorActions {
@@ -27,11 +27,41 @@ public class OperatorActions {
   private final Pool pool;
   private final RunSources sources;
   private final Takeovers takeovers;
+  private final Epochs epochs;
 
-  OperatorActions(Pool pool, RunSources sources, Takeovers takeovers) {
+  OperatorActions(Pool pool, RunSources sources, Takeovers takeovers, Epochs epochs) {
     this.pool = pool;
     this.sources = sources;
     this.takeovers = takeovers;
+    this.epochs = epochs;
+  }
+
+  /**
+   * Closes any open epoch now ({@code close_reason = closed-by-operator}): its outstanding batches
+   * are given up and nothing more is handed out in it. {@code 404} for an unknown epoch, {@code
+   * 409} for one already closed.
+   */
+  public Uni<Long> close(long epochId) {
+    return pool.withTransaction(
+        conn ->
+            epochs
+                .close(conn, epochId, "closed-by-operator")
+                .chain(
+                    closed -> {
+                      if (closed) {
+                        LOG.infof("epoch %d closed by an operator", epochId);
+                        return Uni.createFrom().item(epochId);
+                      }
+                      return conn.preparedQuery("SELECT state FROM rollcall.epochs WHERE id = $1")
+                          .execute(Tuple.of(epochId))
+                          .map(
+                              rows -> {
+                                if (rows.size() == 0) {
+                                  throw new NotFound("epoch " + epochId);
+                                }
+                                throw new Conflict("epoch " + epochId + " is already closed");
+                              });
+                    }));
   }
 
   /**

@@ -75,8 +75,11 @@ public class Sweeper {
   private Uni<Optional<Epoch>> open(RunSource source, long intervalMs) {
     return pool.withTransaction(
         conn ->
-            source
-                .snapshot(conn)
+            // A stranded boot pass would block the sweep: close it first, so a sweep is never
+            // held back for longer than the grace.
+            epochs
+                .closeStranded(conn, source.namespace(), config.strandedEpochGrace().toMillis())
+                .chain(() -> source.snapshot(conn))
                 .chain(
                     snapshot ->
                         epochs.openSweep(

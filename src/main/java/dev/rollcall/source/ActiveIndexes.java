@@ -1,20 +1,19 @@
 package dev.rollcall.source;
 
 import dev.rollcall.config.RollcallConfig;
-import io.agroal.api.AgroalDataSource;
 import io.quarkus.runtime.StartupEvent;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
-import java.sql.Connection;
-import java.sql.SQLException;
-import java.sql.Statement;
-import java.util.concurrent.CompletableFuture;
 import org.jboss.logging.Logger;
 
 /**
  * The opt-in partial index on each runs table ({@code source.create-active-index=true}). It is
- * built concurrently (the engine keeps writing) in the background after startup; until it exists
- * the scan stays linear, walking terminal rows too. A failure is logged and changes nothing else.
+ * built concurrently (the engine keeps writing) in the background after startup, on one connection
+ * of the reactive pool: no thread waits for it (the build may take minutes on a large table) and
+ * the small JDBC pool stays Flyway's. Until it exists the scan stays linear, walking terminal rows
+ * too. A failure is logged and changes nothing else.
  */
 @ApplicationScoped
 public class ActiveIndexes {
@@ -23,12 +22,12 @@ public class ActiveIndexes {
 
   private final RollcallConfig config;
   private final RunSources sources;
-  private final AgroalDataSource jdbc;
+  private final Pool pool;
 
-  ActiveIndexes(RollcallConfig config, RunSources sources, AgroalDataSource jdbc) {
+  ActiveIndexes(RollcallConfig config, RunSources sources, Pool pool) {
     this.config = config;
     this.sources = sources;
-    this.jdbc = jdbc;
+    this.pool = pool;
   }
 
   void onStart(@Observes StartupEvent start) {
@@ -40,22 +39,28 @@ public class ActiveIndexes {
                 sources
                     .get(ns)
                     .activeIndexDdl()
-                    .ifPresent(ddl -> CompletableFuture.runAsync(() -> create(ns, ddl)));
+                    .ifPresent(ddl -> create(ns, ddl).subscribe().with(ignored -> {}));
               }
             });
   }
 
-  /** Runs the DDL outside a transaction, as CREATE INDEX CONCURRENTLY requires. */
-  public void create(String namespace, String ddl) {
-    try (Connection c = jdbc.getConnection();
-        Statement s = c.createStatement()) {
-      c.setAutoCommit(true);
-      s.execute(ddl);
-      LOG.infof("namespace %s: active-runs index present (%s)", namespace, ddl);
-    } catch (SQLException e) {
-      LOG.warnf(
-          "namespace %s: could not create the active-runs index, scans stay linear: %s",
-          namespace, e.getMessage());
-    }
+  /**
+   * Runs the DDL as a simple query of its own: outside any transaction block, as CREATE INDEX
+   * CONCURRENTLY requires. Completes when the index exists (or the build failed, logged).
+   */
+  public Uni<Void> create(String namespace, String ddl) {
+    return pool.query(ddl)
+        .execute()
+        .invoke(
+            ignored -> LOG.infof("namespace %s: active-runs index present (%s)", namespace, ddl))
+        .onFailure()
+        .invoke(
+            e ->
+                LOG.warnf(
+                    "namespace %s: could not create the active-runs index, scans stay linear: %s",
+                    namespace, e.getMessage()))
+        .onFailure()
+        .recoverWithNull()
+        .replaceWithVoid();
   }
 }

@@ -45,9 +45,11 @@ public final class TableSource implements RunSource {
   private final Optional<RunFilter> runFilter;
 
   /**
-   * The column types, read from the catalog on first use. Cursors are kept as text and cast back to
-   * the id type, so keyset comparisons use the column's own ordering and its index; timestamps
-   * without time zone are read as UTC.
+   * The column types, read from the catalog again at every snapshot (and readiness probe), so an
+   * engine upgrade that adds a column (such as {@code job_prefix}) is seen by the next epoch, not
+   * only after a restart; pages of one epoch use what its snapshot saw. Cursors are kept as text
+   * and cast back to the id type, so keyset comparisons use the column's own ordering and its
+   * index; timestamps without time zone are read as UTC.
    */
   private volatile Columns columns;
 
@@ -165,7 +167,7 @@ public final class TableSource implements RunSource {
 
   @Override
   public Uni<Snapshot> snapshot(SqlClient client) {
-    return columns(client)
+    return readColumns(client)
         .chain(
             c ->
                 client
@@ -339,14 +341,20 @@ public final class TableSource implements RunSource {
             + " FROM "
             + qualifiedTable
             + " LIMIT 0";
-    return client.query(sql).execute().chain(rows -> columns(client)).replaceWithVoid();
+    return client.query(sql).execute().chain(rows -> readColumns(client)).replaceWithVoid();
   }
 
+  /** The columns as last read from the catalog; read now on first use. */
   Uni<Columns> columns(SqlClient client) {
     Columns known = columns;
     if (known != null) {
       return Uni.createFrom().item(known);
     }
+    return readColumns(client);
+  }
+
+  /** Reads the columns from the catalog now, and remembers them. */
+  private Uni<Columns> readColumns(SqlClient client) {
     return client
         .preparedQuery(
             "SELECT a.attname AS column, format_type(a.atttypid, a.atttypmod) AS type"

@@ -440,6 +440,9 @@
           subject.length ? [' · ', ...subject] : null,
           ' · ',
           e.state === 'open' ? ['open for ', duration(elapsed)] : ['took ', duration(elapsed), ' · closed ', ago(e.closedAt)],
+          e.state === 'open'
+            ? [' ', h('button', { type: 'button', class: 'danger', testid: `${id}-close`, onclick: () => closeEpoch(e) }, 'Close')]
+            : null,
         ),
       ),
       h(
@@ -774,6 +777,19 @@
     act(
       (epoch) => `Manual pass${epoch && epoch.id ? ` #${epoch.id}` : ''} started for ${namespace}.`,
       () => api('epochs', { method: 'POST', body: { namespace, kind: 'manual' } }),
+    );
+  }
+
+  async function closeEpoch(epoch) {
+    const ok = await confirmAction(
+      `Close ${epoch.kind} pass #${epoch.id} of ${epoch.namespace}?`,
+      'Nothing more is handed out in it: its ready and leased batches are given up (a holder may still complete its batch).',
+      'Close pass',
+    );
+    if (!ok) return;
+    act(
+      () => `Pass #${epoch.id} closed.`,
+      () => api(`epochs/${encodeURIComponent(epoch.id)}/close`, { method: 'POST' }),
     );
   }
 

@@ -14,6 +14,7 @@ import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.inject.Inject;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -23,6 +24,25 @@ class NamespaceIsolationTest {
 
   @Inject Pool pool;
   @Inject ActiveIndexes indexes;
+
+  /** Until a CREATE INDEX is waiting for a lock in the database. */
+  static void waitUntilWaiting() {
+    for (int i = 0; i < 100; i++) {
+      if (Db.number(
+              "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%'"
+                  + " AND wait_event_type = 'Lock'")
+          > 0) {
+        return;
+      }
+      try {
+        Thread.sleep(50);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+    throw new AssertionError("the index build never started");
+  }
 
   static RunSources engines(Map<String, String> extra) {
     Map<String, String> p = new HashMap<>(extra);
@@ -53,6 +73,33 @@ class NamespaceIsolationTest {
   }
 
   @Test
+  void anEngineUpgradeThatAddsTheJobPrefixColumnIsSeenByTheNextSnapshotWithoutARestart() {
+    Db.update("DROP SCHEMA IF EXISTS upgrade_workflow CASCADE");
+    Db.update("CREATE SCHEMA upgrade_workflow");
+    Db.update(
+        "CREATE TABLE upgrade_workflow.workflow_runs (id text PRIMARY KEY, name text,"
+            + " status text, created_at timestamptz DEFAULT now(),"
+            + " updated_at timestamptz DEFAULT now())");
+    Db.update(
+        "INSERT INTO upgrade_workflow.workflow_runs (id, name, status) VALUES ('r1', 'w', 'pending')");
+    var source =
+        engines(Map.of("rollcall.namespaces.\"shop\".source.schema", "upgrade_workflow"))
+            .get("shop");
+    assertEquals("r1", source.snapshot(pool).await().indefinitely().maxRunId());
+
+    // The engine is upgraded while the service runs: its runs now carry their job prefix, and a
+    // namespace with another prefix writes into the same table.
+    Db.update("ALTER TABLE upgrade_workflow.workflow_runs ADD COLUMN job_prefix text");
+    Db.update("UPDATE upgrade_workflow.workflow_runs SET job_prefix = 'workflow_'");
+    Db.update(
+        "INSERT INTO upgrade_workflow.workflow_runs (id, name, status, job_prefix)"
+            + " VALUES ('r2', 'w', 'pending', 'other_')");
+
+    assertEquals("r1", source.snapshot(pool).await().indefinitely().maxRunId());
+    Db.update("DROP SCHEMA upgrade_workflow CASCADE");
+  }
+
+  @Test
   void namespacesInTheirOwnSchemasAreNotAmbiguous() {
     RunSources apart =
         engines(Map.of("rollcall.namespaces.\"billing\".source.schema", "billing_workflow"));
@@ -64,7 +111,26 @@ class NamespaceIsolationTest {
   void theOptInActiveIndexIsCreatedConcurrentlyAndServesTheScansPredicate() {
     String ddl = engines(Map.of()).get("shop").activeIndexDdl().orElseThrow();
 
-    indexes.create("shop", ddl);
+    // While the build waits on the engine's open transaction, no thread is held for it: neither
+    // the common pool (which the rest of the JVM shares) nor one of the small JDBC pool's.
+    java.util.concurrent.CompletableFuture<Void> built;
+    try (java.sql.Connection engineTx = Db.database().connect()) {
+      engineTx.setAutoCommit(false);
+      engineTx.createStatement().execute("LOCK TABLE workflow.workflow_runs IN SHARE MODE");
+      built = indexes.create("shop", ddl).subscribeAsCompletionStage();
+      waitUntilWaiting();
+      assertEquals(0, java.util.concurrent.ForkJoinPool.commonPool().getActiveThreadCount());
+      assertEquals(
+          List.of(),
+          Db.column(
+              "SELECT application_name FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%'"
+                  + " AND application_name = 'PostgreSQL JDBC Driver'"));
+      assertTrue(!built.isDone());
+      engineTx.rollback();
+    } catch (java.sql.SQLException e) {
+      throw new IllegalStateException(e);
+    }
+    built.join();
 
     assertEquals(
         "CREATE INDEX workflow_runs_rollcall_active ON workflow.workflow_runs USING btree (id)"

@@ -1,14 +1,24 @@
 package dev.rollcall.metrics;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TestDatabase;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.quarkus.test.common.http.TestHTTPResource;
+import io.vertx.mutiny.core.Vertx;
+import io.vertx.mutiny.pgclient.PgBuilder;
+import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.pgclient.PgConnectOptions;
 import jakarta.inject.Inject;
 import java.net.URI;
 import java.util.List;
@@ -23,6 +33,7 @@ class MetricsTest extends ApiTestBase {
   URI management;
 
   @Inject StateGauges gauges;
+  @Inject Vertx vertx;
 
   @Test
   void recoveryIsVisibleInPrometheusMetrics() {
@@ -48,5 +59,32 @@ class MetricsTest extends ApiTestBase {
       assertTrue(metrics.contains(expected), "missing " + expected);
     }
     api.complete(a, second, List.of()).expect(200);
+  }
+
+  @Test
+  void aFailedRefreshWithdrawsTheGaugesInsteadOfPublishingOldValuesAndIsCounted() {
+    api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "gauged");
+    TestDatabase db = RollcallTestResource.database();
+    Pool own =
+        PgBuilder.pool()
+            .connectingTo(
+                PgConnectOptions.fromUri(db.reactiveUrl())
+                    .setUser(db.user())
+                    .setPassword(db.password()))
+            .using(vertx)
+            .build();
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    StateGauges fresh = new StateGauges(own, registry);
+    fresh.refresh().await().indefinitely();
+    assertTrue(
+        registry.get("rollcall.instances.live").tag("namespace", "small").gauge().value() >= 1);
+
+    own.close().await().indefinitely();
+    assertThrows(RuntimeException.class, () -> fresh.refresh().await().indefinitely());
+
+    // The last values are gone, not published as if they were current; the failure is counted.
+    assertNull(registry.find("rollcall.instances.live").gauge());
+    assertNull(registry.find("rollcall.epochs").gauge());
+    assertEquals(1.0, registry.get("rollcall.state.gauge.failures").counter().count());
   }
 }

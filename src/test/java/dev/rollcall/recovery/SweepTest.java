@@ -11,6 +11,7 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.Sweeps;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
 import java.util.HashSet;
@@ -38,9 +39,7 @@ class SweepTest extends ApiTestBase {
   /** Sweeps are namespace-wide: leave none open for other tests, and no recent one behind. */
   @AfterEach
   void closeSweeps() {
-    Db.update(
-        "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'test',"
-            + " created_at = created_at - interval '1 day' WHERE kind = 'sweep'");
+    Sweeps.closeAll();
   }
 
   /**

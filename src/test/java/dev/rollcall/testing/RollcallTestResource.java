@@ -36,6 +36,8 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     // Tests drive the reaper one pass at a time (Reaper.runOnce).
     config.put("rollcall.reaper-interval", "off");
     config.put("rollcall.sweep.interval", "off");
+    // Tests drive retention one pass at a time (Retention.runOnce).
+    config.put("rollcall.retention.interval", "off");
     config.put("rollcall.admin.token", ADMIN_TOKEN);
     // Low enough that a test can see the rate bound act.
     config.put("rollcall.sweep.max-runs-per-second", "50");

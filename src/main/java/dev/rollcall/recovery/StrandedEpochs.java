@@ -1,0 +1,62 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.config.RollcallConfig;
+import io.quarkus.scheduler.Scheduled;
+import io.smallrye.mutiny.Multi;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.util.List;
+import org.jboss.logging.Logger;
+
+/**
+ * Closes boot epochs nobody can finish: their deployment has had no live instance for longer than
+ * {@code rollcall.stranded-epoch-grace}. Runs on the reaper's interval, on every service replica
+ * (each close is one guarded update, so replicas racing close each epoch once).
+ */
+@ApplicationScoped
+public class StrandedEpochs {
+
+  private static final Logger LOG = Logger.getLogger(StrandedEpochs.class);
+
+  private final Pool pool;
+  private final Epochs epochs;
+  private final RollcallConfig config;
+
+  StrandedEpochs(Pool pool, Epochs epochs, RollcallConfig config) {
+    this.pool = pool;
+    this.epochs = epochs;
+    this.config = config;
+  }
+
+  @Scheduled(
+      identity = "rollcall-stranded-epochs",
+      every = "${rollcall.reaper-interval:1s}",
+      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
+  Uni<Void> scheduled() {
+    return runOnce()
+        .onFailure()
+        .invoke(e -> LOG.warnf("stranded-epoch check failed, retrying next pass: %s", e.toString()))
+        .onFailure()
+        .recoverWithNull()
+        .replaceWithVoid();
+  }
+
+  /** One pass over every namespace; returns the epochs it closed. Tests call it directly. */
+  public Uni<List<Long>> runOnce() {
+    return Multi.createFrom()
+        .iterable(config.namespaces().keySet())
+        .onItem()
+        .transformToUniAndConcatenate(
+            ns -> pool.withTransaction(conn -> epochs.closeStranded(conn, ns, graceMs())))
+        .onItem()
+        .transformToIterable(closed -> closed)
+        .collect()
+        .asList();
+  }
+
+  /** The grace in milliseconds. */
+  long graceMs() {
+    return config.strandedEpochGrace().toMillis();
+  }
+}
