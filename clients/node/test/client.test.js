@@ -201,7 +201,7 @@ test('claims until done: enqueues each batch, reports failed runs with the fence
   await client.stop();
   assert.deepEqual(seen, [['r1', 'r2', 'r3'], ['r4']]);
   const claims = fake.of('claim');
-  assert.deepEqual(claims[0].body, { maxRuns: 50 });
+  assert.deepEqual(claims[0].body, { maxRuns: 50, waitMs: 20_000 });
   assert.ok(claims[2].at - claims[1].at >= 280, 'slept retryAfterMs');
   const completes = fake.of('complete');
   assert.equal(completes[0].url, '/recovery/batches/7/complete');

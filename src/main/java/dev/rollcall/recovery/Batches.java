@@ -156,11 +156,11 @@ public class Batches {
 
   /**
    * Leases a key range the claimer just cut (holding the epoch lock) under fence 1: one row with
-   * the range's run ids, so that the range survives the claimer and the lock is held only for
-   * this. Classifying it happens after the lock is released ({@link #settleRange}).
+   * the range's run ids, so that the range survives the claimer and the lock is held only for this.
+   * Classifying it happens after the lock is released ({@link #settleRange}).
    */
-  public Uni<Range> cutRange(SqlClient client, Epoch epoch, List<String> runIds, UUID claimer,
-      long leaseMs) {
+  public Uni<Range> cutRange(
+      SqlClient client, Epoch epoch, List<String> runIds, UUID claimer, long leaseMs) {
     return client
         .preparedQuery(
             "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, claimer_id, leased_at,"
@@ -200,9 +200,9 @@ public class Batches {
 
   /**
    * A classified range: the runs to hand out become the range's batch, leased to the claimer; a
-   * range that hands out nothing is removed. Guarded by the range's fence and state, and it locks
-   * the row first thing, so a claimer whose range was re-leased to another gets empty and must
-   * write nothing else (the caller rolls back).
+   * range that hands out nothing is removed. Guarded by the range's fence, state and lease (by the
+   * database's clock), and it locks the row before anything else is written, so a claimer whose
+   * lease ran out gets empty and writes nothing.
    */
   public Uni<Optional<Optional<LeasedBatch>>> settleRange(
       SqlClient client,
@@ -215,7 +215,7 @@ public class Batches {
       return client
           .preparedQuery(
               "DELETE FROM rollcall.batches WHERE id = $1 AND fence = $2 AND state = 'scanning'"
-                  + " AND claimer_id = $3 RETURNING id")
+                  + " AND claimer_id = $3 AND lease_expires_at > now() RETURNING id")
           .execute(Tuple.of(range.id(), range.fence(), claimer))
           .map(rows -> rows.size() == 0 ? Optional.empty() : Optional.of(Optional.empty()));
     }
@@ -225,7 +225,7 @@ public class Batches {
                 + " scan_run_ids = NULL, leased_at = now(),"
                 + " lease_expires_at = now() + $5::bigint * interval '1 millisecond'"
                 + " WHERE id = $1 AND fence = $2 AND state = 'scanning' AND claimer_id = $3"
-                + " RETURNING lease_expires_at")
+                + " AND lease_expires_at > now() RETURNING lease_expires_at")
         .execute(Tuple.of(range.id(), range.fence(), claimer, runs.size(), leaseMs))
         .chain(
             rows -> {

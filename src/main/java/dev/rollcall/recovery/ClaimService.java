@@ -30,19 +30,19 @@ import java.util.stream.Collectors;
  * <ol>
  *   <li>re-leases a claimable batch (a ready batch, or one whose lease expired), skipping batches
  *       other claimers are taking at this moment; else
- *   <li>takes the epoch lock and cuts the next page of the scan into a scanning range leased to
- *       the caller (the lock covers only reading the page's ids and this one row); else
+ *   <li>takes the epoch lock and cuts the next page of the scan into a scanning range leased to the
+ *       caller (the lock covers only reading the page's ids and this one row); else
  *   <li>with the scan finished, re-checks deferred runs that are due and hands out those whose
  *       proof is gone; else
  *   <li>closes the epoch if nothing is outstanding, or moves on.
  * </ol>
  *
- * A range is then classified in a transaction of its own, outside the epoch lock, in parallel
- * with other claimers' ranges: its runs to hand out become the caller's batch (runs a live
- * instance owns, or that were recently active, are deferred). A range that hands nothing out
- * sends the claim back to the first step, in a new transaction: no transaction walks more than one
- * page. If no epoch yields a batch, the caller is told to wait (batches or deferred runs may still
- * come back) or that it is done.
+ * A range is then classified in a transaction of its own, outside the epoch lock, in parallel with
+ * other claimers' ranges: its runs to hand out become the caller's batch (runs a live instance
+ * owns, or that were recently active, are deferred). A range that hands nothing out sends the claim
+ * back to the first step, in a new transaction: no transaction walks more than one page. If no
+ * epoch yields a batch, the caller is told to wait (batches or deferred runs may still come back)
+ * or that it is done.
  */
 @ApplicationScoped
 public class ClaimService {
@@ -56,6 +56,7 @@ public class ClaimService {
   private final Ledger ledger;
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
+  private final Wakeups wakeups;
   private final Lanes lanes = new Lanes();
 
   ClaimService(
@@ -67,7 +68,9 @@ public class ClaimService {
       Classifier classifier,
       Ledger ledger,
       RollcallConfig config,
-      RecoveryMetrics metrics) {
+      RecoveryMetrics metrics,
+      Wakeups wakeups) {
+    this.wakeups = wakeups;
     this.pool = pool;
     this.sources = sources;
     this.epochs = epochs;
@@ -87,8 +90,8 @@ public class ClaimService {
   private record ToClassify(Epoch epoch, Batches.Range range, List<ScannedRun> page) {}
 
   /**
-   * The result of serving one epoch: a batch, a range to classify, or nothing now (with a wait
-   * hint if something may come).
+   * The result of serving one epoch: a batch, a range to classify, or nothing now (with a wait hint
+   * if something may come).
    */
   private record Served(
       Optional<LeasedBatch> batch,
@@ -122,8 +125,20 @@ public class ClaimService {
 
   /** Claims up to {@code maxRuns} runs for the caller. */
   public Uni<ClaimResult> claim(Caller caller, int maxRuns) {
+    return claim(caller, maxRuns, Duration.ZERO, false);
+  }
+
+  /**
+   * Claims up to {@code maxRuns} runs for the caller, holding the answer up to {@code hold} while
+   * it would be {@code wait} (and, when {@code idle}, {@code done}): the claim is woken at once
+   * when a batch becomes claimable or an epoch closes, on any service replica ({@link Wakeups}),
+   * and looks again when the wait hint says something may change.
+   */
+  public Uni<ClaimResult> claim(Caller caller, int maxRuns, Duration hold, boolean idle) {
     long started = System.nanoTime();
-    return decide(caller, maxRuns)
+    // The hold is a request deadline, not a lease: the service's monotonic clock is right for it.
+    long deadline = started + hold.toNanos();
+    return held(caller, maxRuns, deadline, idle, false)
         .invoke(
             result -> {
               metrics.claim(caller.namespace(), Duration.ofNanos(System.nanoTime() - started));
@@ -135,6 +150,41 @@ public class ClaimService {
                     .forEach(
                         (reason, n) -> metrics.runs(caller.namespace(), "handed-out", reason, n));
               }
+            });
+  }
+
+  private Uni<ClaimResult> held(
+      Caller caller, int maxRuns, long deadline, boolean idle, boolean wokenBefore) {
+    if (deadline - System.nanoTime() <= 0) {
+      return decide(caller, maxRuns);
+    }
+    // Registered before looking, so that a notice sent after the look is not missed.
+    Wakeups.Waiter waiter = wakeups.register(caller.namespace());
+    return decide(caller, maxRuns)
+        .onFailure()
+        .invoke(() -> wakeups.forget(waiter, false))
+        .chain(
+            result -> {
+              boolean waits =
+                  result instanceof ClaimResult.Wait
+                      || (idle && result instanceof ClaimResult.Done);
+              long left = deadline - System.nanoTime();
+              if (!waits || left <= 0) {
+                wakeups.forget(waiter, false);
+                if (result instanceof ClaimResult.Batch && (wokenBefore || waiter.wasWoken())) {
+                  // Woken for work and got some: more may be left for the next waiting claim.
+                  wakeups.wakeOne(caller.namespace());
+                }
+                return Uni.createFrom().item(result);
+              }
+              long nap =
+                  result instanceof ClaimResult.Wait w
+                      ? Math.min(w.retryAfterMs(), Duration.ofNanos(left).toMillis())
+                      : Duration.ofNanos(left).toMillis();
+              return waiter
+                  .await(Duration.ofMillis(Math.max(1, nap)))
+                  .invoke(woken -> wakeups.forget(waiter, true))
+                  .chain(woken -> held(caller, maxRuns, deadline, idle, woken));
             });
   }
 
@@ -203,10 +253,7 @@ public class ClaimService {
                           return reletInOrder(conn, source, caller, order, 0)
                               .map(
                                   served ->
-                                      new Plan(
-                                          order,
-                                          served.map(
-                                              x -> x.withBootEpoch(bootId))));
+                                      new Plan(order, served.map(x -> x.withBootEpoch(bootId))));
                         }));
   }
 
@@ -228,7 +275,8 @@ public class ClaimService {
   /**
    * Serves the epochs in order under their locks, one short transaction each, until one yields a
    * batch or a range. Claims of one service replica queue for an epoch's lock in memory ({@link
-   * Lanes}), not on a pooled connection, so waiting claimers never starve heartbeats of connections.
+   * Lanes}), not on a pooled connection, so waiting claimers never starve heartbeats of
+   * connections.
    */
   private Uni<Served> underLocks(
       RunSource source,
@@ -383,7 +431,8 @@ public class ClaimService {
               }
               List<String> ids = page.stream().map(ScannedRun::runId).toList();
               return moved
-                  .chain(() -> batches.cutRange(conn, advanced, ids, caller.instanceId(), leaseMs()))
+                  .chain(
+                      () -> batches.cutRange(conn, advanced, ids, caller.instanceId(), leaseMs()))
                   .map(range -> Served.range(new ToClassify(advanced, range, page)));
             });
   }

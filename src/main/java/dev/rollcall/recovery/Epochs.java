@@ -173,7 +173,10 @@ public class Epochs {
    */
   public Uni<Epoch> lock(SqlClient client, long epochId) {
     return client
-        .preparedQuery("SELECT " + Epoch.COLUMNS + " FROM rollcall.epochs WHERE id = $1"
+        .preparedQuery(
+            "SELECT "
+                + Epoch.COLUMNS
+                + " FROM rollcall.epochs WHERE id = $1"
                 // Not FOR UPDATE: inserting a batch (a foreign key check) must not wait for it.
                 + " FOR NO KEY UPDATE")
         .execute(Tuple.of(epochId))

@@ -269,11 +269,13 @@ public class InstanceService {
    */
   public Uni<Departure> markLeft(SqlClient conn, Caller caller) {
     return lockForEnd(conn, caller.instanceId())
-        .chain(() -> conn.preparedQuery(
-            "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
-                + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
-                + " AND lease_expires_at > now() RETURNING id")
-        .execute(Tuple.of(caller.instanceId())))
+        .chain(
+            () ->
+                conn.preparedQuery(
+                        "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
+                            + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
+                            + " AND lease_expires_at > now() RETURNING id")
+                    .execute(Tuple.of(caller.instanceId())))
         .chain(
             rows -> {
               if (rows.size() == 1) {
@@ -314,12 +316,14 @@ public class InstanceService {
    */
   public Uni<Optional<Dead>> markDeadIfExpired(SqlClient conn, UUID instanceId) {
     return lockForEnd(conn, instanceId)
-        .chain(() -> conn.preparedQuery(
-            "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
-                + " end_reason = 'lease-expired'"
-                + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
-                + " RETURNING id, namespace, worker_ids, lease_expires_at")
-        .execute(Tuple.of(instanceId)))
+        .chain(
+            () ->
+                conn.preparedQuery(
+                        "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
+                            + " end_reason = 'lease-expired'"
+                            + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
+                            + " RETURNING id, namespace, worker_ids, lease_expires_at")
+                    .execute(Tuple.of(instanceId)))
         .map(
             rows -> {
               if (rows.size() == 0) {
