@@ -143,15 +143,29 @@ public class Batches {
         .chain(
             rows -> {
               Row r = rows.iterator().next();
-              long id = r.getLong("id");
-              int fence = r.getInteger("fence");
-              OffsetDateTime expires = r.getOffsetDateTime("lease_expires_at");
-              return insertRuns(client, id, runs)
-                  .chain(() -> recordHandOut(client, epoch, id, fence, claimer))
-                  .map(
-                      ignored ->
-                          new LeasedBatch(id, epoch.id(), epoch.kind(), fence, expires, runs));
+              return handOut(
+                  client,
+                  epoch,
+                  r.getLong("id"),
+                  r.getInteger("fence"),
+                  r.getOffsetDateTime("lease_expires_at"),
+                  runs,
+                  claimer);
             });
+  }
+
+  /** Fixes a new batch's runs and writes their hand-outs under its fence. */
+  private static Uni<LeasedBatch> handOut(
+      SqlClient client,
+      Epoch epoch,
+      long id,
+      int fence,
+      OffsetDateTime expires,
+      List<HandedOutRun> runs,
+      UUID claimer) {
+    return insertRuns(client, id, runs)
+        .chain(() -> recordHandOut(client, epoch, id, fence, claimer))
+        .map(ignored -> new LeasedBatch(id, epoch.id(), epoch.kind(), fence, expires, runs));
   }
 
   /**
@@ -233,19 +247,8 @@ public class Batches {
                 return Uni.createFrom().item(Optional.<Optional<LeasedBatch>>empty());
               }
               OffsetDateTime expires = rows.iterator().next().getOffsetDateTime("lease_expires_at");
-              return insertRuns(client, range.id(), runs)
-                  .chain(() -> recordHandOut(client, epoch, range.id(), range.fence(), claimer))
-                  .map(
-                      ignored ->
-                          Optional.of(
-                              Optional.of(
-                                  new LeasedBatch(
-                                      range.id(),
-                                      epoch.id(),
-                                      epoch.kind(),
-                                      range.fence(),
-                                      expires,
-                                      runs))));
+              return handOut(client, epoch, range.id(), range.fence(), expires, runs, claimer)
+                  .map(batch -> Optional.of(Optional.of(batch)));
             });
   }
 
