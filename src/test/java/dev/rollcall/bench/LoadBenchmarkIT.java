@@ -91,7 +91,8 @@ class LoadBenchmarkIT {
                         .timeout(Duration.ofSeconds(30))
                         .POST(HttpRequest.BodyPublishers.noBody())
                         .build();
-                long first = System.nanoTime() + ThreadLocalRandom.current().nextLong(periodMs) * 1_000_000;
+                long first =
+                    System.nanoTime() + ThreadLocalRandom.current().nextLong(periodMs) * 1_000_000;
                 AtomicLong k = new AtomicLong();
                 beats.scheduleAtFixedRate(
                     () -> {
