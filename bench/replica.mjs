@@ -98,6 +98,9 @@ client.on('batch', (b) => out('batch', { batchId: b.batchId, fence: b.fence, run
 client.on('complete-refused', (b) => out('complete-refused', { batchId: b.batchId, status: b.status }));
 
 const outcome = await client.recovered;
+// When this replica learnt that its deploy's pass is over (the benchmark compares it with the
+// moment the epoch closed).
+out('done', { epochId: outcome.epochId });
 const elapsedMs = performance.now() - started;
 const result = { outcome: { status: outcome.status, mode: outcome.mode, epochId: outcome.epochId }, stats: client.stats, elapsedMs };
 if (config.stayAlive) {

@@ -23,6 +23,10 @@ export const MAX_IN_FLIGHT = 10_000;
 const BACKOFF_BASE_MS = 250;
 const BACKOFF_MAX_MS = 5_000;
 
+// How long the service may hold one claim that has nothing to hand out yet (its
+// rollcall.claim.max-wait is 30 s by default); it answers at once when work appears.
+const CLAIM_WAIT_MS = 20_000;
+
 const now = () => performance.now();
 
 /**
@@ -65,6 +69,8 @@ export class RecoveryClient {
   #stopping = false;
   #stopPromise = null;
   #wake = new AbortController();
+  // This deploy's pass is done: claims wait for takeovers and sweeps.
+  #idle = false;
   #settleRecovered;
   #recoveredSettled = false;
   #unhook = [];
@@ -442,11 +448,21 @@ export class RecoveryClient {
     this.#log.debug('claiming', { why, instanceId: session.instanceId });
     for (let failures = 0; !this.#stopping && !session.closed; ) {
       let answer;
+      let asked;
       try {
-        answer = await this.#api.claim(session.token, this.#o.maxRuns);
+        // Pushed, not polled: the service holds the claim until work appears or the pass is done.
+        // Once this deploy's pass is done, the loop stays on as an idle claim, so a peer's leave or
+        // death reaches this instance at once rather than at its next heartbeat.
+        asked = now();
+        answer = await this.#api.claim(session.token, this.#o.maxRuns, {
+          waitMs: CLAIM_WAIT_MS,
+          idle: this.#idle,
+          signal: this.#wake.signal,
+        });
         this.#counters.claims++;
         failures = 0;
       } catch (error) {
+        if (this.#stopping) return;
         if (isGone(error)) {
           this.#fence(session, 'gone', error);
           return;
@@ -464,15 +480,22 @@ export class RecoveryClient {
       if (answer.status === 'batch') {
         await this.#runBatch(session, answer.batch);
       } else if (answer.status === 'wait') {
+        // The service held this claim for up to CLAIM_WAIT_MS: ask again at once. One that did
+        // not hold it (answered at once) is asked again after its hint.
         this.#counters.waits++;
         this.#emit('wait', { retryAfterMs: answer.retryAfterMs });
-        await this.#sleep(answer.retryAfterMs);
+        if (now() - asked < CLAIM_WAIT_MS / 2) await this.#sleep(answer.retryAfterMs);
       } else if (answer.status === 'done') {
+        if (this.#idle) {
+          // A service that does not hold idle claims answers at once: fall back to heartbeats.
+          if (now() - asked < CLAIM_WAIT_MS / 2) return;
+          continue;
+        }
+        this.#idle = true;
         this.#counters.epochsDone++;
         this.#log.info('recovery done', { epochId: answer.epochId, instanceId: session.instanceId });
         this.#emit('done', { epochId: answer.epochId, instanceId: session.instanceId });
         this.#settle({ status: 'done', epochId: answer.epochId });
-        return;
       } else {
         this.#log.error('unknown claim answer; claiming stops', { status: answer.status });
         return;

@@ -24,8 +24,16 @@ export class RollcallApi {
     return this.#call('register', 'POST', '/instances', secret, body, [201]);
   }
 
-  claim(token, maxRuns) {
-    return this.#call('claim', 'POST', '/recovery/claim', token, maxRuns ? { maxRuns } : {}, [200]);
+  /**
+   * @param {object} [hold] `waitMs`: let the service hold the answer that long while it has
+   *   nothing to hand out; `idle`: hold a `done` answer too (waiting for takeovers); `signal`
+   *   aborts the request (stopping).
+   */
+  claim(token, maxRuns, { waitMs = 0, idle = false, signal } = {}) {
+    const body = maxRuns ? { maxRuns } : {};
+    if (waitMs > 0) body.waitMs = waitMs;
+    if (idle) body.idle = true;
+    return this.#call('claim', 'POST', '/recovery/claim', token, body, [200], this.requestTimeoutMs + waitMs, signal);
   }
 
   complete(token, batchId, fence, failedRunIds) {
@@ -51,7 +59,7 @@ export class RollcallApi {
     return this.#call('leave', 'DELETE', `/instances/${encodeURIComponent(instanceId)}`, token, body, [204]);
   }
 
-  async #call(operation, method, path, bearer, body, ok, timeoutMs = this.requestTimeoutMs) {
+  async #call(operation, method, path, bearer, body, ok, timeoutMs = this.requestTimeoutMs, signal = undefined) {
     let response;
     try {
       response = await this.fetch(this.base + path, {
@@ -62,7 +70,7 @@ export class RollcallApi {
           accept: 'application/json, application/problem+json',
         },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
       });
     } catch (cause) {
       const timedOut = cause?.name === 'TimeoutError' || cause?.name === 'AbortError';

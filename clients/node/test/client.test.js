@@ -201,7 +201,7 @@ test('claims until done: enqueues each batch, reports failed runs with the fence
   await client.stop();
   assert.deepEqual(seen, [['r1', 'r2', 'r3'], ['r4']]);
   const claims = fake.of('claim');
-  assert.deepEqual(claims[0].body, { maxRuns: 50 });
+  assert.deepEqual(claims[0].body, { maxRuns: 50, waitMs: 20_000 });
   assert.ok(claims[2].at - claims[1].at >= 280, 'slept retryAfterMs');
   const completes = fake.of('complete');
   assert.equal(completes[0].url, '/recovery/batches/7/complete');
@@ -298,8 +298,14 @@ test('recheckAfterMs: it beats again that soon, not a whole interval later, and 
           ? { leaseExpiresAt: new Date().toISOString(), recoveryPending: false, recheckAfterMs: 150 }
           : { leaseExpiresAt: new Date().toISOString(), recoveryPending: n === 2 },
     }),
-    claim: (req, n) => (n === 2 ? takeover : { status: 200, body: { status: 'done', epochId: 1 } }),
+    // This stand-in does not hold idle claims (it answers at once): the takeover comes with the
+    // claim that follows the beat saying recoveryPending.
+    claim: () =>
+      fake.of('heartbeat').length >= 2 && fake.of('claim').length > 1 && !given
+        ? ((given = true), takeover)
+        : { status: 200, body: { status: 'done', epochId: 1 } },
   });
+  let given = false;
   const enqueued = [];
   const client = startRecovery(base(fake.url, { enqueue: async (runs) => enqueued.push(...runs.map((r) => r.runId)) }));
   client.tracker.begin('wrun_mine');
@@ -310,7 +316,31 @@ test('recheckAfterMs: it beats again that soon, not a whole interval later, and 
   const gap = beats[1].at - beats[0].at;
   assert.ok(gap >= 140 && gap < 500, `the second beat came ${gap} ms after the first`);
   assert.deepEqual(enqueued, ['wrun_of_the_dead']);
-  assert.ok(fake.of('claim')[1].at >= beats[1].at);
+  assert.ok(fake.of('claim').at(-1).at >= beats[1].at);
+  await client.stop();
+});
+
+test('once done, an idle claim held by the service brings a takeover at once, without a heartbeat', async () => {
+  const takeover = batch(9, ['wrun_of_the_leaver']);
+  takeover.body.batch.epochKind = 'takeover';
+  const fake = await fakeRollcall({
+    register: () => slowBeats(fake.defaults.register()),
+    // The first idle claim is held 300 ms, then a peer leaves and it gets the takeover.
+    claim: async (req, n) =>
+      req.body.idle && n === 2
+        ? (await sleep(300), takeover)
+        : req.body.idle
+          ? 'hang'
+          : { status: 200, body: { status: 'done', epochId: 1 } },
+  });
+  const enqueued = [];
+  const client = startRecovery(base(fake.url, { enqueue: async (runs) => enqueued.push(...runs.map((r) => r.runId)) }));
+  await client.recovered;
+  await sleep(600);
+  assert.deepEqual(enqueued, ['wrun_of_the_leaver']);
+  // The stand-in's heartbeats never say recoveryPending: the held claim alone brought it.
+  const claims = fake.of('claim');
+  assert.deepEqual(claims[1].body, { waitMs: 20_000, idle: true });
   await client.stop();
 });
 

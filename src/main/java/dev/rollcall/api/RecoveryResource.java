@@ -21,6 +21,7 @@ import jakarta.ws.rs.Path;
 import jakarta.ws.rs.Produces;
 import jakarta.ws.rs.core.HttpHeaders;
 import jakarta.ws.rs.core.MediaType;
+import java.time.Duration;
 import org.jboss.resteasy.reactive.RestPath;
 
 /** Claimers take batches of recovery work and complete them. */
@@ -48,7 +49,10 @@ public class RecoveryResource {
     this.limiter = limiter;
   }
 
-  /** Claims a batch, or learns to wait, or that recovery is done. */
+  /**
+   * Claims a batch, or learns to wait, or that recovery is done; with {@code waitMs}, the answer
+   * waits for work (pushed, not polled).
+   */
   @POST
   @Path("/claim")
   public Uni<ClaimResponse> claim(
@@ -60,10 +64,18 @@ public class RecoveryResource {
             1,
             config.batch().maxSize(),
             "maxRuns");
+    int waitMs =
+        Requests.range(
+            request == null ? null : request.waitMs(),
+            0,
+            0,
+            (int) config.claim().maxWait().toMillis(),
+            "waitMs");
+    boolean idle = request != null && Boolean.TRUE.equals(request.idle());
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> limiter.claim(caller.instanceId()))
-        .chain(caller -> claims.claim(caller, maxRuns))
+        .chain(caller -> claims.claim(caller, maxRuns, Duration.ofMillis(waitMs), idle))
         .map(RecoveryResource::view);
   }
 

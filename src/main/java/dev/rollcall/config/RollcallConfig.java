@@ -151,6 +151,13 @@ public interface RollcallConfig {
     /** The longest {@code retryAfterMs} of a {@code wait} answer. */
     @WithDefault("1s")
     Duration waitMax();
+
+    /**
+     * The longest {@code waitMs} a claim may ask for: how long the service holds a claim that has
+     * nothing to hand out yet, waking it when work appears.
+     */
+    @WithDefault("30s")
+    Duration maxWait();
   }
 
   /** Rate limits. */

@@ -23,8 +23,18 @@ public class Batches {
 
   private static final Logger LOG = Logger.getLogger(Batches.class);
 
-  /** A batch that may be leased now: a retry batch, or a leased one whose lease has expired. */
-  record Claimable(long id, String state, int fence, int attempts) {}
+  /**
+   * A batch that may be leased now: a retry batch, a leased one whose lease has expired, or a
+   * scanning range whose claimer did not classify it in time.
+   */
+  record Claimable(long id, String state, int fence, int attempts) {
+    boolean scanning() {
+      return "scanning".equals(state);
+    }
+  }
+
+  /** A key range of an epoch's scan, leased to one claimer to classify under one fence. */
+  record Range(long id, int fence, List<String> runIds) {}
 
   /**
    * Locks the oldest claimable batch of an epoch, skipping batches another claimer is taking right
@@ -34,8 +44,8 @@ public class Batches {
     return client
         .preparedQuery(
             "SELECT id, state, fence, attempts FROM rollcall.batches"
-                + " WHERE epoch_id = $1"
-                + " AND (state = 'ready' OR (state = 'leased' AND lease_expires_at <= now()))"
+                + " WHERE epoch_id = $1 AND (state = 'ready'"
+                + "   OR (state IN ('scanning', 'leased') AND lease_expires_at <= now()))"
                 + " ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
         .execute(Tuple.of(epochId))
         .map(
@@ -133,14 +143,112 @@ public class Batches {
         .chain(
             rows -> {
               Row r = rows.iterator().next();
-              long id = r.getLong("id");
-              int fence = r.getInteger("fence");
-              OffsetDateTime expires = r.getOffsetDateTime("lease_expires_at");
-              return insertRuns(client, id, runs)
-                  .chain(() -> recordHandOut(client, epoch, id, fence, claimer))
-                  .map(
-                      ignored ->
-                          new LeasedBatch(id, epoch.id(), epoch.kind(), fence, expires, runs));
+              return handOut(
+                  client,
+                  epoch,
+                  r.getLong("id"),
+                  r.getInteger("fence"),
+                  r.getOffsetDateTime("lease_expires_at"),
+                  runs,
+                  claimer);
+            });
+  }
+
+  /** Fixes a new batch's runs and writes their hand-outs under its fence. */
+  private static Uni<LeasedBatch> handOut(
+      SqlClient client,
+      Epoch epoch,
+      long id,
+      int fence,
+      OffsetDateTime expires,
+      List<HandedOutRun> runs,
+      UUID claimer) {
+    return insertRuns(client, id, runs)
+        .chain(() -> recordHandOut(client, epoch, id, fence, claimer))
+        .map(ignored -> new LeasedBatch(id, epoch.id(), epoch.kind(), fence, expires, runs));
+  }
+
+  /**
+   * Leases a key range the claimer just cut (holding the epoch lock) under fence 1: one row with
+   * the range's run ids, so that the range survives the claimer and the lock is held only for this.
+   * Classifying it happens after the lock is released ({@link #settleRange}).
+   */
+  public Uni<Range> cutRange(
+      SqlClient client, Epoch epoch, List<String> runIds, UUID claimer, long leaseMs) {
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, claimer_id, leased_at,"
+                + " lease_expires_at, run_count, scan_run_ids)"
+                + " VALUES ($1, 'scanning', 1, 0, $2, now(),"
+                + " now() + $3::bigint * interval '1 millisecond', $4, $5::text[])"
+                + " RETURNING id")
+        .execute(
+            Tuple.of(epoch.id(), claimer, leaseMs, runIds.size(), runIds.toArray(String[]::new)))
+        .map(rows -> new Range(rows.iterator().next().getLong("id"), 1, runIds));
+  }
+
+  /**
+   * Leases a locked scanning range whose claimer did not classify it in time (it died, say) to
+   * another claimer under the next fence; the late claimer's {@link #settleRange} then finds its
+   * fence gone and writes nothing. Ranges are never abandoned: their runs were not handed out.
+   */
+  public Uni<Range> retakeRange(SqlClient client, Claimable range, UUID claimer, long leaseMs) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.batches SET fence = fence + 1, claimer_id = $3, leased_at = now(),"
+                + " lease_expires_at = now() + $4::bigint * interval '1 millisecond'"
+                + " WHERE id = $1 AND fence = $2 AND state = 'scanning'"
+                + " RETURNING fence, scan_run_ids")
+        .execute(Tuple.of(range.id(), range.fence(), claimer, leaseMs))
+        .map(
+            rows -> {
+              Row r = rows.iterator().next();
+              LOG.infof(
+                  "scan range %d re-leased to instance %s with fence %d (lease of fence %d"
+                      + " expired before it was classified)",
+                  range.id(), claimer, r.getInteger("fence"), range.fence());
+              return new Range(
+                  range.id(), r.getInteger("fence"), List.of(r.getArrayOfStrings("scan_run_ids")));
+            });
+  }
+
+  /**
+   * A classified range: the runs to hand out become the range's batch, leased to the claimer; a
+   * range that hands out nothing is removed. Guarded by the range's fence, state and lease (by the
+   * database's clock), and it locks the row before anything else is written, so a claimer whose
+   * lease ran out gets empty and writes nothing.
+   */
+  public Uni<Optional<Optional<LeasedBatch>>> settleRange(
+      SqlClient client,
+      Epoch epoch,
+      Range range,
+      List<HandedOutRun> runs,
+      UUID claimer,
+      long leaseMs) {
+    if (runs.isEmpty()) {
+      return client
+          .preparedQuery(
+              "DELETE FROM rollcall.batches WHERE id = $1 AND fence = $2 AND state = 'scanning'"
+                  + " AND claimer_id = $3 AND lease_expires_at > now() RETURNING id")
+          .execute(Tuple.of(range.id(), range.fence(), claimer))
+          .map(rows -> rows.size() == 0 ? Optional.empty() : Optional.of(Optional.empty()));
+    }
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.batches SET state = 'leased', attempts = 1, run_count = $4,"
+                + " scan_run_ids = NULL, leased_at = now(),"
+                + " lease_expires_at = now() + $5::bigint * interval '1 millisecond'"
+                + " WHERE id = $1 AND fence = $2 AND state = 'scanning' AND claimer_id = $3"
+                + " AND lease_expires_at > now() RETURNING lease_expires_at")
+        .execute(Tuple.of(range.id(), range.fence(), claimer, runs.size(), leaseMs))
+        .chain(
+            rows -> {
+              if (rows.size() == 0) {
+                return Uni.createFrom().item(Optional.<Optional<LeasedBatch>>empty());
+              }
+              OffsetDateTime expires = rows.iterator().next().getOffsetDateTime("lease_expires_at");
+              return handOut(client, epoch, range.id(), range.fence(), expires, runs, claimer)
+                  .map(batch -> Optional.of(Optional.of(batch)));
             });
   }
 
@@ -152,7 +260,8 @@ public class Batches {
     return client
         .preparedQuery(
             "UPDATE rollcall.batches SET lease_expires_at = now()"
-                + " WHERE claimer_id = $1 AND state = 'leased' AND lease_expires_at > now()")
+                + " WHERE claimer_id = $1 AND state IN ('scanning', 'leased')"
+                + " AND lease_expires_at > now()")
         .execute(Tuple.of(instanceId))
         .map(rows -> rows.rowCount());
   }
@@ -181,7 +290,8 @@ public class Batches {
             "SELECT b.leased, b.ms, d.deferred, d.ms AS deferred_ms FROM"
                 + " (SELECT count(*) AS leased, coalesce(ceil(extract(epoch FROM"
                 + "   (min(lease_expires_at) - now())) * 1000), 0)::bigint AS ms"
-                + "   FROM rollcall.batches WHERE epoch_id = $1 AND state = 'leased') b,"
+                + "   FROM rollcall.batches WHERE epoch_id = $1"
+                + "   AND state IN ('scanning', 'leased')) b,"
                 + " (SELECT count(*) AS deferred, coalesce(ceil(extract(epoch FROM"
                 + "   (min(deferred_at) + $2::bigint * interval '1 millisecond' - now())) * 1000),"
                 + "   0)::bigint AS ms FROM rollcall.deferred WHERE epoch_id = $1) d")

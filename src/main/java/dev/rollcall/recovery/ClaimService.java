@@ -23,21 +23,26 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.stream.Collectors;
 
 /**
- * Decides claims. One claim is one transaction that serves the caller's epochs in order — the
- * namespace's open takeovers (oldest first), then its deploy's boot epoch — and for each:
+ * Decides claims. A claim is a few short transactions. The first serves the caller's epochs in
+ * order — the namespace's open takeovers (oldest first), then its deploy's boot epoch — and for
+ * each:
  *
  * <ol>
  *   <li>re-leases a claimable batch (a ready batch, or one whose lease expired), skipping batches
  *       other claimers are taking at this moment; else
- *   <li>takes the epoch lock and cuts the next page of the scan into a batch (runs a live instance
- *       owns, or that were recently active, are deferred); else
+ *   <li>takes the epoch lock and cuts the next page of the scan into a scanning range leased to the
+ *       caller (the lock covers only reading the page's ids and this one row); else
  *   <li>with the scan finished, re-checks deferred runs that are due and hands out those whose
  *       proof is gone; else
  *   <li>closes the epoch if nothing is outstanding, or moves on.
  * </ol>
  *
- * If no epoch yields a batch, the caller is told to wait (batches or deferred runs may still come
- * back) or that it is done.
+ * A range is then classified in a transaction of its own, outside the epoch lock, in parallel with
+ * other claimers' ranges: its runs to hand out become the caller's batch (runs a live instance
+ * owns, or that were recently active, are deferred). A range that hands nothing out sends the claim
+ * back to the first step, in a new transaction: no transaction walks more than one page. If no
+ * epoch yields a batch, the caller is told to wait (batches or deferred runs may still come back)
+ * or that it is done.
  */
 @ApplicationScoped
 public class ClaimService {
@@ -51,6 +56,8 @@ public class ClaimService {
   private final Ledger ledger;
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
+  private final Wakeups wakeups;
+  private final Lanes lanes = new Lanes();
 
   ClaimService(
       Pool pool,
@@ -61,7 +68,9 @@ public class ClaimService {
       Classifier classifier,
       Ledger ledger,
       RollcallConfig config,
-      RecoveryMetrics metrics) {
+      RecoveryMetrics metrics,
+      Wakeups wakeups) {
+    this.wakeups = wakeups;
     this.pool = pool;
     this.sources = sources;
     this.epochs = epochs;
@@ -73,25 +82,63 @@ public class ClaimService {
     this.metrics = metrics;
   }
 
-  /** The result of serving one epoch: a batch, or nothing now (with a wait hint if it may come). */
-  private record Served(Optional<LeasedBatch> batch, Optional<Long> waitMs) {
+  /**
+   * A range leased to the caller, to classify after the transaction that cut it commits. {@code
+   * page} is what the cut read, or null for a range re-taken from a claimer that did not classify
+   * it (then its runs are looked up again).
+   */
+  private record ToClassify(Epoch epoch, Batches.Range range, List<ScannedRun> page) {}
+
+  /**
+   * The result of serving one epoch: a batch, a range to classify, or nothing now (with a wait hint
+   * if something may come).
+   */
+  private record Served(
+      Optional<LeasedBatch> batch,
+      Optional<ToClassify> range,
+      Optional<Long> waitMs,
+      Long bootEpochId) {
     static Served batch(LeasedBatch batch) {
-      return new Served(Optional.of(batch), Optional.empty());
+      return new Served(Optional.of(batch), Optional.empty(), Optional.empty(), null);
+    }
+
+    static Served range(ToClassify range) {
+      return new Served(Optional.empty(), Optional.of(range), Optional.empty(), null);
     }
 
     static Served nothing() {
-      return new Served(Optional.empty(), Optional.empty());
+      return new Served(Optional.empty(), Optional.empty(), Optional.empty(), null);
     }
 
     static Served later(long waitMs) {
-      return new Served(Optional.empty(), Optional.of(waitMs));
+      return new Served(Optional.empty(), Optional.empty(), Optional.of(waitMs), null);
+    }
+
+    Served withWait(Optional<Long> wait) {
+      return new Served(batch, range, wait, bootEpochId);
+    }
+
+    Served withBootEpoch(Long id) {
+      return new Served(batch, range, waitMs, id);
     }
   }
 
   /** Claims up to {@code maxRuns} runs for the caller. */
   public Uni<ClaimResult> claim(Caller caller, int maxRuns) {
+    return claim(caller, maxRuns, Duration.ZERO, false);
+  }
+
+  /**
+   * Claims up to {@code maxRuns} runs for the caller, holding the answer up to {@code hold} while
+   * it would be {@code wait} (and, when {@code idle}, {@code done}): the claim is woken at once
+   * when a batch becomes claimable or an epoch closes, on any service replica ({@link Wakeups}),
+   * and looks again when the wait hint says something may change.
+   */
+  public Uni<ClaimResult> claim(Caller caller, int maxRuns, Duration hold, boolean idle) {
     long started = System.nanoTime();
-    return decide(caller, maxRuns)
+    // The hold is a request deadline, not a lease: the service's monotonic clock is right for it.
+    long deadline = started + hold.toNanos();
+    return held(caller, maxRuns, deadline, idle, false)
         .invoke(
             result -> {
               metrics.claim(caller.namespace(), Duration.ofNanos(System.nanoTime() - started));
@@ -106,39 +153,171 @@ public class ClaimService {
             });
   }
 
+  private Uni<ClaimResult> held(
+      Caller caller, int maxRuns, long deadline, boolean idle, boolean wokenBefore) {
+    if (deadline - System.nanoTime() <= 0) {
+      return decide(caller, maxRuns);
+    }
+    // Registered before looking, so that a notice sent after the look is not missed.
+    Wakeups.Waiter waiter = wakeups.register(caller.namespace());
+    return decide(caller, maxRuns)
+        .onFailure()
+        .invoke(() -> wakeups.forget(waiter, false))
+        .chain(
+            result -> {
+              boolean waits =
+                  result instanceof ClaimResult.Wait
+                      || (idle && result instanceof ClaimResult.Done);
+              long left = deadline - System.nanoTime();
+              if (!waits || left <= 0) {
+                wakeups.forget(waiter, false);
+                if (result instanceof ClaimResult.Batch && (wokenBefore || waiter.wasWoken())) {
+                  // Woken for work and got some: more may be left for the next waiting claim.
+                  wakeups.wakeOne(caller.namespace());
+                }
+                return Uni.createFrom().item(result);
+              }
+              long nap =
+                  result instanceof ClaimResult.Wait w
+                      ? Math.min(w.retryAfterMs(), Duration.ofNanos(left).toMillis())
+                      : Duration.ofNanos(left).toMillis();
+              return waiter
+                  .await(Duration.ofMillis(Math.max(1, nap)))
+                  .invoke(woken -> wakeups.forget(waiter, true))
+                  .chain(woken -> held(caller, maxRuns, deadline, idle, woken));
+            });
+  }
+
   private Uni<ClaimResult> decide(Caller caller, int maxRuns) {
     RunSource source = sources.get(caller.namespace());
-    return pool.withTransaction(
-        conn ->
-            InstanceService.requireLive(conn, caller.instanceId())
-                .chain(() -> bootRecoveryOn(conn, caller.namespace()))
-                .chain(
-                    on ->
-                        on
-                            ? bootEpoch(conn, source, caller).map(Optional::of)
-                            // Switched off by an operator: the deploy's pass is not served
-                            // (nor created); shared work (takeovers, sweeps) still is.
-                            : epochs
-                                .findBoot(conn, caller.namespace(), caller.deploymentId())
-                                .map(found -> found.map(Epoch::closedView)))
-                .chain(
-                    boot ->
-                        epochs
-                            .openShared(conn, caller.namespace())
-                            .chain(
-                                shared -> {
-                                  List<Epoch> order = new ArrayList<>(shared);
-                                  boot.ifPresent(order::add);
-                                  return serveInOrder(
-                                      conn,
-                                      source,
-                                      caller,
-                                      order,
-                                      0,
-                                      maxRuns,
-                                      Optional.empty(),
-                                      boot.map(Epoch::id).orElse(null));
-                                })));
+    return pool.withTransaction(conn -> firstLook(conn, source, caller))
+        .chain(
+            plan ->
+                plan.served().isPresent()
+                    ? Uni.createFrom().item(plan.served().get())
+                    : underLocks(source, caller, plan.order(), 0, maxRuns, Optional.empty()))
+        .chain(
+            served -> {
+              if (served.batch().isPresent()) {
+                return Uni.createFrom().item(new ClaimResult.Batch(served.batch().get()));
+              }
+              if (served.range().isEmpty()) {
+                return Uni.createFrom().item(answer(served.waitMs(), served.bootEpochId()));
+              }
+              // The epoch lock is released: classify the range in a transaction of its own.
+              return pool.withTransaction(
+                      conn -> classify(conn, source, caller, served.range().get(), maxRuns))
+                  .chain(
+                      batch ->
+                          batch.isPresent()
+                              ? Uni.createFrom().item(new ClaimResult.Batch(batch.get()))
+                              // Nothing to hand out in that range (or it was lost): next step.
+                              : decide(caller, maxRuns));
+            });
+  }
+
+  private ClaimResult answer(Optional<Long> waitMs, Long bootEpochId) {
+    return waitMs
+        .<ClaimResult>map(ms -> new ClaimResult.Wait(waitHint(ms)))
+        .orElse(new ClaimResult.Done(bootEpochId));
+  }
+
+  /** The epochs a claim serves, in order, and what a look without any epoch lock found. */
+  private record Plan(List<Epoch> order, Optional<Served> served) {}
+
+  /**
+   * The first transaction of a claim: the caller's epochs in order (creating its deploy's boot
+   * epoch on the first claim), and a claimable batch or range of any of them if there is one.
+   */
+  private Uni<Plan> firstLook(SqlClient conn, RunSource source, Caller caller) {
+    return InstanceService.requireLive(conn, caller.instanceId())
+        .chain(() -> bootRecoveryOn(conn, caller.namespace()))
+        .chain(
+            on ->
+                on
+                    ? bootEpoch(conn, source, caller).map(Optional::of)
+                    // Switched off by an operator: the deploy's pass is not served
+                    // (nor created); shared work (takeovers, sweeps) still is.
+                    : epochs
+                        .findBoot(conn, caller.namespace(), caller.deploymentId())
+                        .map(found -> found.map(Epoch::closedView)))
+        .chain(
+            boot ->
+                epochs
+                    .openShared(conn, caller.namespace())
+                    .chain(
+                        shared -> {
+                          List<Epoch> order = new ArrayList<>(shared);
+                          boot.ifPresent(order::add);
+                          Long bootId = boot.map(Epoch::id).orElse(null);
+                          return reletInOrder(conn, source, caller, order, 0)
+                              .map(
+                                  served ->
+                                      new Plan(order, served.map(x -> x.withBootEpoch(bootId))));
+                        }));
+  }
+
+  private Uni<Optional<Served>> reletInOrder(
+      SqlClient conn, RunSource source, Caller caller, List<Epoch> order, int index) {
+    if (index == order.size()) {
+      return Uni.createFrom().item(Optional.empty());
+    }
+    Epoch epoch = order.get(index);
+    Uni<Optional<Served>> here =
+        epoch.open() ? relet(conn, source, caller, epoch) : Uni.createFrom().item(Optional.empty());
+    return here.chain(
+        served ->
+            served.isPresent()
+                ? Uni.createFrom().item(served)
+                : reletInOrder(conn, source, caller, order, index + 1));
+  }
+
+  /**
+   * Serves the epochs in order under their locks, one short transaction each, until one yields a
+   * batch or a range. Claims of one service replica queue for an epoch's lock in memory ({@link
+   * Lanes}), not on a pooled connection, so waiting claimers never starve heartbeats of
+   * connections.
+   */
+  private Uni<Served> underLocks(
+      RunSource source,
+      Caller caller,
+      List<Epoch> order,
+      int index,
+      int maxRuns,
+      Optional<Long> waitMs) {
+    Long bootId =
+        order.stream()
+            .filter(e -> e.kind() == EpochKind.BOOT)
+            .map(Epoch::id)
+            .findFirst()
+            .orElse(null);
+    if (index == order.size()) {
+      return Uni.createFrom().item(Served.nothing().withWait(waitMs).withBootEpoch(bootId));
+    }
+    Epoch epoch = order.get(index);
+    Uni<Served> here =
+        !epoch.open()
+            ? Uni.createFrom().item(Served.nothing())
+            : lanes.run(
+                epoch.id(),
+                () ->
+                    pool.withTransaction(
+                        conn ->
+                            InstanceService.requireLive(conn, caller.instanceId())
+                                .chain(() -> epochs.lock(conn, epoch.id()))
+                                .chain(
+                                    locked -> underLock(conn, source, caller, locked, maxRuns))));
+    return here.chain(
+        served -> {
+          if (served.batch().isPresent() || served.range().isPresent()) {
+            return Uni.createFrom().item(served);
+          }
+          Optional<Long> wait =
+              served.waitMs().isEmpty()
+                  ? waitMs
+                  : Optional.of(Math.min(served.waitMs().get(), waitMs.orElse(Long.MAX_VALUE)));
+          return underLocks(source, caller, order, index + 1, maxRuns, wait);
+        });
   }
 
   private Uni<Boolean> bootRecoveryOn(SqlClient conn, String namespace) {
@@ -146,37 +325,6 @@ public class ClaimService {
             "SELECT boot_recovery FROM rollcall.namespace_settings WHERE namespace = $1")
         .execute(Tuple.of(namespace))
         .map(rows -> rows.size() == 0 || rows.iterator().next().getBoolean("boot_recovery"));
-  }
-
-  private Uni<ClaimResult> serveInOrder(
-      SqlClient conn,
-      RunSource source,
-      Caller caller,
-      List<Epoch> order,
-      int index,
-      int maxRuns,
-      Optional<Long> waitMs,
-      Long bootEpochId) {
-    if (index == order.size()) {
-      return Uni.createFrom()
-          .item(
-              waitMs
-                  .<ClaimResult>map(ms -> new ClaimResult.Wait(waitHint(ms)))
-                  .orElse(new ClaimResult.Done(bootEpochId)));
-    }
-    return serve(conn, source, caller, order.get(index), maxRuns)
-        .chain(
-            served -> {
-              if (served.batch().isPresent()) {
-                return Uni.createFrom().item(new ClaimResult.Batch(served.batch().get()));
-              }
-              Optional<Long> wait =
-                  served.waitMs().isEmpty()
-                      ? waitMs
-                      : Optional.of(Math.min(served.waitMs().get(), waitMs.orElse(Long.MAX_VALUE)));
-              return serveInOrder(
-                  conn, source, caller, order, index + 1, maxRuns, wait, bootEpochId);
-            });
   }
 
   /** The deploy's boot epoch, created on the first claim of the deploy. */
@@ -211,38 +359,31 @@ public class ClaimService {
             });
   }
 
-  private Uni<Served> serve(
-      SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
-    if (!epoch.open()) {
-      return Uni.createFrom().item(Served.nothing());
-    }
-    return relet(conn, source, caller, epoch)
-        .chain(
-            batch ->
-                batch.isPresent()
-                    ? Uni.createFrom().item(Served.batch(batch.get()))
-                    : epochs
-                        .lock(conn, epoch.id())
-                        .chain(locked -> underLock(conn, source, caller, locked, maxRuns)));
-  }
-
-  /** Re-leases the oldest claimable batch, giving up batches that were handed out too often. */
-  private Uni<Optional<LeasedBatch>> relet(
+  /**
+   * Re-leases the oldest claimable batch, giving up batches that were handed out too often; a
+   * scanning range whose claimer did not classify it in time is taken over to classify.
+   */
+  private Uni<Optional<Served>> relet(
       SqlClient conn, RunSource source, Caller caller, Epoch epoch) {
     return batches
         .nextClaimable(conn, epoch.id())
         .chain(
             candidate -> {
               if (candidate.isEmpty()) {
-                return Uni.createFrom().item(Optional.<LeasedBatch>empty());
+                return Uni.createFrom().item(Optional.<Served>empty());
               }
               Batches.Claimable batch = candidate.get();
+              if (batch.scanning()) {
+                return batches
+                    .retakeRange(conn, batch, caller.instanceId(), leaseMs())
+                    .map(range -> Optional.of(Served.range(new ToClassify(epoch, range, null))));
+              }
               if (batch.attempts() >= config.batch().maxAttempts()) {
                 return batches.abandon(conn, batch).chain(() -> relet(conn, source, caller, epoch));
               }
               return batches
                   .relet(conn, source, epoch, batch, caller.instanceId(), leaseMs())
-                  .map(Optional::of);
+                  .map(leased -> Optional.of(Served.batch(leased)));
             });
   }
 
@@ -255,21 +396,24 @@ public class ClaimService {
     if (!epoch.scanDone()) {
       int allowed = rateLimited(epoch, maxRuns);
       return allowed > 0
-          ? cutPage(conn, source, caller, epoch, allowed)
+          ? cutRange(conn, source, caller, epoch, allowed)
           // A sweep ahead of its rate: the claimer comes back when a heartbeat says so.
           : Uni.createFrom().item(Served.nothing());
     }
     // A lease may have expired since the first look; the epoch lock does not cover batches.
     return relet(conn, source, caller, epoch)
         .chain(
-            batch ->
-                batch.isPresent()
-                    ? Uni.createFrom().item(Served.batch(batch.get()))
+            served ->
+                served.isPresent()
+                    ? Uni.createFrom().item(served.get())
                     : recheckDeferred(conn, source, caller, epoch, maxRuns));
   }
 
-  /** Cuts the next page; a page that hands nothing out (all deferred) moves on to the next. */
-  private Uni<Served> cutPage(
+  /**
+   * Holding the epoch lock: reads the next page's runs and leases them to the caller as a scanning
+   * range, and moves the cursor past them. An empty page finishes the scan.
+   */
+  private Uni<Served> cutRange(
       SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
     Uni<List<ScannedRun>> read =
         source.page(
@@ -281,33 +425,89 @@ public class ClaimService {
               Optional<String> cursor =
                   page.isEmpty() ? epoch.cursor() : Optional.of(page.get(page.size() - 1).runId());
               Epoch advanced = epoch.advancedTo(cursor, last, page.size());
-              return classifier
-                  .firstLook(conn, source, epoch, page)
+              Uni<Void> moved = epochs.advance(conn, epoch.id(), cursor, last, page.size());
+              if (page.isEmpty()) {
+                return moved.chain(() -> underLock(conn, source, caller, advanced, maxRuns));
+              }
+              List<String> ids = page.stream().map(ScannedRun::runId).toList();
+              return moved
                   .chain(
-                      verdicts ->
-                          epochs
-                              .advance(conn, epoch.id(), cursor, last, page.size())
-                              .chain(
-                                  () -> apply(conn, source, caller, advanced, verdicts, maxRuns)));
+                      () -> batches.cutRange(conn, advanced, ids, caller.instanceId(), leaseMs()))
+                  .map(range -> Served.range(new ToClassify(advanced, range, page)));
             });
   }
 
-  /** Writes a page's verdicts: deferrals and skips to the ledger, hand-outs into a batch. */
-  private Uni<Served> apply(
-      SqlClient conn,
-      RunSource source,
-      Caller caller,
-      Epoch epoch,
-      List<Verdict> verdicts,
-      int maxRuns) {
+  /**
+   * Classifies a range leased to the caller, outside the epoch lock: writes its deferrals and
+   * skips, and turns it into the caller's batch of the runs to hand out. Empty when it hands out
+   * nothing, or when the range's lease was lost to another claimer (then nothing is written).
+   */
+  private Uni<Optional<LeasedBatch>> classify(
+      SqlClient conn, RunSource source, Caller caller, ToClassify work, int maxRuns) {
+    Epoch epoch = work.epoch();
+    return InstanceService.requireLive(conn, caller.instanceId())
+        .chain(() -> rangeRuns(conn, source, work))
+        .chain(
+            known ->
+                classifier
+                    .firstLook(conn, source, epoch, known.active())
+                    .map(
+                        verdicts -> {
+                          List<Verdict> all = new ArrayList<>(verdicts);
+                          all.addAll(known.gone());
+                          return all;
+                        }))
+        .chain(
+            verdicts ->
+                batches
+                    .settleRange(
+                        conn,
+                        epoch,
+                        work.range(),
+                        handedOut(source, of(verdicts, Disposition.HAND_OUT)),
+                        caller.instanceId(),
+                        leaseMs())
+                    .chain(
+                        settled ->
+                            settled.isEmpty()
+                                ? Uni.createFrom().item(Optional.<LeasedBatch>empty())
+                                : record(conn, epoch, verdicts).replaceWith(settled.get())));
+  }
+
+  /** A range's runs: active ones to classify, and runs that finished since (skipped). */
+  private record RangeRuns(List<ScannedRun> active, List<Verdict> gone) {}
+
+  private Uni<RangeRuns> rangeRuns(SqlClient conn, RunSource source, ToClassify work) {
+    if (work.page() != null) {
+      return Uni.createFrom().item(new RangeRuns(work.page(), List.of()));
+    }
+    // A range re-taken from a claimer that did not classify it: read its runs again.
+    return unavailableIfFails(
+            source, source.lookup(conn, work.range().runIds(), config.effectiveActivityFence()))
+        .map(
+            current -> {
+              List<ScannedRun> active = new ArrayList<>();
+              List<Verdict> gone = new ArrayList<>();
+              for (String id : work.range().runIds()) {
+                ScannedRun run = current.get(id);
+                if (run != null && source.isActive(run)) {
+                  active.add(run);
+                } else {
+                  gone.add(
+                      Verdict.skip(id, run == null ? null : run.workflowName(), Reason.TERMINAL));
+                }
+              }
+              return new RangeRuns(active, gone);
+            });
+  }
+
+  /** Writes a page's verdicts that are not hand-outs: deferrals and skips, to the ledger. */
+  private Uni<Void> record(SqlClient conn, Epoch epoch, List<Verdict> verdicts) {
     count(epoch.namespace(), "deferred", of(verdicts, Disposition.DEFER));
     count(epoch.namespace(), "skipped", of(verdicts, Disposition.SKIP));
     return deferrals
         .defer(conn, epoch, of(verdicts, Disposition.DEFER))
-        .chain(() -> ledger.record(conn, epoch, of(verdicts, Disposition.SKIP), "skipped", null))
-        .chain(
-            () ->
-                handOut(conn, source, caller, epoch, of(verdicts, Disposition.HAND_OUT), maxRuns));
+        .chain(() -> ledger.record(conn, epoch, of(verdicts, Disposition.SKIP), "skipped", null));
   }
 
   private void count(String namespace, String verdict, List<Verdict> verdicts) {
@@ -317,7 +517,8 @@ public class ClaimService {
   }
 
   /**
-   * Leases the runs to the caller as a new batch, or carries on under the lock if there are none.
+   * Holding the epoch lock: leases re-checked runs to the caller as a new batch, or carries on
+   * under the lock if there are none.
    */
   private Uni<Served> handOut(
       SqlClient conn,
@@ -329,6 +530,12 @@ public class ClaimService {
     if (runs.isEmpty()) {
       return underLock(conn, source, caller, epoch, maxRuns);
     }
+    return batches
+        .cut(conn, epoch, handedOut(source, runs), caller.instanceId(), leaseMs())
+        .map(Served::batch);
+  }
+
+  private static List<HandedOutRun> handedOut(RunSource source, List<Verdict> runs) {
     List<HandedOutRun> handed = new ArrayList<>(runs.size());
     for (Verdict v : runs) {
       handed.add(
@@ -340,7 +547,7 @@ public class ClaimService {
               v.deadInstanceId(),
               v.messageId()));
     }
-    return batches.cut(conn, epoch, handed, caller.instanceId(), leaseMs()).map(Served::batch);
+    return handed;
   }
 
   /**
@@ -363,7 +570,16 @@ public class ClaimService {
                       verdicts ->
                           deferrals
                               .resolve(conn, epoch.id(), due)
-                              .chain(() -> apply(conn, source, caller, epoch, verdicts, maxRuns)));
+                              .chain(() -> record(conn, epoch, verdicts))
+                              .chain(
+                                  () ->
+                                      handOut(
+                                          conn,
+                                          source,
+                                          caller,
+                                          epoch,
+                                          of(verdicts, Disposition.HAND_OUT),
+                                          maxRuns)));
             });
   }
 

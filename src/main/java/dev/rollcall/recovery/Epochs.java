@@ -187,13 +187,19 @@ public class Epochs {
   }
 
   /**
-   * Locks an epoch for the rest of the transaction. Cutting a page (which moves the scan cursor)
-   * and closing happen only under this lock, so the cursor never forks and an epoch is never closed
-   * while a page is being cut.
+   * Locks an epoch for the rest of the transaction. Cutting a page into a scanning range (which
+   * moves the scan cursor) and closing happen only under this lock, so the cursor never forks and
+   * an epoch is never closed while a range is being cut; a cut range is a batch, so it holds the
+   * epoch open until it is classified. Hold it for one short transaction only.
    */
   public Uni<Epoch> lock(SqlClient client, long epochId) {
     return client
-        .preparedQuery("SELECT " + Epoch.COLUMNS + " FROM rollcall.epochs WHERE id = $1 FOR UPDATE")
+        .preparedQuery(
+            "SELECT "
+                + Epoch.COLUMNS
+                + " FROM rollcall.epochs WHERE id = $1"
+                // Not FOR UPDATE: inserting a batch (a foreign key check) must not wait for it.
+                + " FOR NO KEY UPDATE")
         .execute(Tuple.of(epochId))
         .map(rows -> first(rows).orElseThrow());
   }
@@ -220,7 +226,7 @@ public class Epochs {
             "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'completed',"
                 + " closed_at = now() WHERE id = $1 AND state = 'open' AND scan_done"
                 + " AND NOT EXISTS (SELECT 1 FROM rollcall.batches b"
-                + "   WHERE b.epoch_id = $1 AND b.state IN ('ready', 'leased'))"
+                + "   WHERE b.epoch_id = $1 AND b.state IN ('scanning', 'ready', 'leased'))"
                 + " AND NOT EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = $1)"
                 + " RETURNING id, namespace, kind")
         .execute(Tuple.of(epochId))

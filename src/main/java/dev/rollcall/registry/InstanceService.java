@@ -157,7 +157,8 @@ public class InstanceService {
           + " AND (e.kind <> 'boot' OR e.deployment_id = $4)"
           + " AND (NOT e.scan_done"
           + "   OR EXISTS (SELECT 1 FROM rollcall.batches b WHERE b.epoch_id = e.id"
-          + "     AND (b.state = 'ready' OR (b.state = 'leased' AND b.lease_expires_at <= now())))"
+          + "     AND (b.state = 'ready'"
+          + "       OR (b.state IN ('scanning', 'leased') AND b.lease_expires_at <= now())))"
           + "   OR EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = e.id)))";
 
   /**
@@ -176,7 +177,7 @@ public class InstanceService {
           + " AND p.lease_expires_at > now() - $6::bigint * interval '1 millisecond'"
           + " AND (EXISTS (SELECT 1 FROM rollcall.ownership o WHERE o.instance_id = p.id)"
           + "   OR EXISTS (SELECT 1 FROM rollcall.batches b WHERE b.claimer_id = p.id"
-          + "     AND b.state = 'leased')))";
+          + "     AND b.state IN ('scanning', 'leased'))))";
 
   /**
    * After a peer's lease runs out, the reaper needs up to one interval to open its takeover; this
@@ -321,11 +322,14 @@ public class InstanceService {
    * after the lease expired is refused like any act of a dead instance.
    */
   public Uni<Departure> markLeft(SqlClient conn, Caller caller) {
-    return conn.preparedQuery(
-            "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
-                + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
-                + " AND lease_expires_at > now() RETURNING id")
-        .execute(Tuple.of(caller.instanceId()))
+    return lockForEnd(conn, caller.instanceId())
+        .chain(
+            () ->
+                conn.preparedQuery(
+                        "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
+                            + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
+                            + " AND lease_expires_at > now() RETURNING id")
+                    .execute(Tuple.of(caller.instanceId())))
         .chain(
             rows -> {
               if (rows.size() == 1) {
@@ -365,12 +369,15 @@ public class InstanceService {
    * renewing the lease first wins against all of them: empty means someone else decided.
    */
   public Uni<Optional<Dead>> markDeadIfExpired(SqlClient conn, UUID instanceId) {
-    return conn.preparedQuery(
-            "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
-                + " end_reason = 'lease-expired'"
-                + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
-                + " RETURNING id, namespace, worker_ids, lease_expires_at")
-        .execute(Tuple.of(instanceId))
+    return lockForEnd(conn, instanceId)
+        .chain(
+            () ->
+                conn.preparedQuery(
+                        "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
+                            + " end_reason = 'lease-expired'"
+                            + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
+                            + " RETURNING id, namespace, worker_ids, lease_expires_at")
+                    .execute(Tuple.of(instanceId)))
         .map(
             rows -> {
               if (rows.size() == 0) {
@@ -394,15 +401,34 @@ public class InstanceService {
   }
 
   /**
-   * Fails with {@link InstanceGone} unless the instance is live now. The row is share-locked for
-   * the rest of the transaction, so the instance cannot be declared dead half-way through a claim
-   * or a completion.
+   * The liveness check of claims and completions. {@code FOR KEY SHARE} conflicts with the {@code
+   * FOR UPDATE} that {@link #END_LOCK} takes before an instance is declared dead or left, but not
+   * with a heartbeat's lease update (a {@code FOR NO KEY UPDATE}): heartbeats never queue behind
+   * their instance's claims.
+   */
+  static final String LIVE_CHECK =
+      "SELECT 1 FROM rollcall.instances WHERE id = $1 AND state = 'live'"
+          + " AND lease_expires_at > now() FOR KEY SHARE";
+
+  /**
+   * Taken before an instance is declared dead or left: waits for its claims and completions in
+   * progress (see {@link #LIVE_CHECK}), so that none of them commits work leased to an instance
+   * whose takeover has already released what it held.
+   */
+  static final String END_LOCK = "SELECT 1 FROM rollcall.instances WHERE id = $1 FOR UPDATE";
+
+  private static Uni<Void> lockForEnd(SqlClient conn, UUID instanceId) {
+    return conn.preparedQuery(END_LOCK).execute(Tuple.of(instanceId)).replaceWithVoid();
+  }
+
+  /**
+   * Fails with {@link InstanceGone} unless the instance is live now. The row is key-share-locked
+   * for the rest of the transaction, so the instance cannot be declared dead half-way through a
+   * claim or a completion, while its heartbeats go through.
    */
   public static Uni<Void> requireLive(SqlClient client, UUID instanceId) {
     return client
-        .preparedQuery(
-            "SELECT 1 FROM rollcall.instances WHERE id = $1 AND state = 'live'"
-                + " AND lease_expires_at > now() FOR SHARE")
+        .preparedQuery(LIVE_CHECK)
         .execute(Tuple.of(instanceId))
         .map(
             rows -> {

@@ -8,6 +8,10 @@ import dev.rollcall.testing.EngineFixture;
 import dev.rollcall.testing.ServiceProcess;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TestDatabase;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -50,50 +54,87 @@ class LoadBenchmarkIT {
     }
   }
 
-  /**
-   * Enough blocking senders that the generator keeps up with 1 000 instances every 3 s (333/s at a
-   * p99 near one second): with 32 it fell behind, so instances beat late and some lost their lease,
-   * which measured the generator rather than the service.
-   */
-  private static final int HEARTBEAT_THREADS = 128;
-
   private void run(ServiceProcess service, int instanceCount, int claimerCount, int seconds)
       throws Exception {
+    long periodMs = Long.getLong("bench.heartbeat-ms", 3000);
     Api api = new Api(service.base());
     ConcurrentLinkedQueue<Long> heartbeatMs = new ConcurrentLinkedQueue<>();
     ConcurrentLinkedQueue<Long> claimMs = new ConcurrentLinkedQueue<>();
     Map<String, AtomicLong> errorsByKind = new ConcurrentHashMap<>();
     AtomicLong runsHandedOut = new AtomicLong();
-    // Until registration is done the deadline is far away; then the measured window starts.
-    long[] deadline = {Long.MAX_VALUE};
-    ScheduledExecutorService beats = Executors.newScheduledThreadPool(HEARTBEAT_THREADS);
-    // Each instance heartbeats from the moment it registers, as a real one does.
+    AtomicLong leasesLost = new AtomicLong();
+    AtomicLong peakRss = new AtomicLong();
+    // Until registration is done the measured window has not started: beats are sent, not counted.
+    long[] window = {Long.MAX_VALUE, Long.MAX_VALUE};
+    // Heartbeats are sent asynchronously at the moment they are due, whatever earlier ones are
+    // doing (open loop), and their latency counts from that moment: a slow service cannot slow
+    // the load down and hide its own queueing.
+    HttpClient http =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .executor(Executors.newFixedThreadPool(8))
+            .build();
+    ScheduledExecutorService beats = Executors.newScheduledThreadPool(4);
+    ExecutorService registrars = Executors.newFixedThreadPool(16);
     long registering = System.nanoTime();
+    List<java.util.concurrent.Future<?>> registered = new ArrayList<>();
     for (int n = 0; n < instanceCount; n++) {
-      Instance instance = api.register(SourceTables.SMALL, "fleet", "fleet-" + n);
-      beats.scheduleAtFixedRate(
-          () -> {
-            if (System.nanoTime() > deadline[0]) {
-              return;
-            }
-            long t0 = System.nanoTime();
-            try {
-              int status = api.heartbeat(instance).status();
-              if (status != 200) {
-                error(errorsByKind, "heartbeat " + status);
-              }
-            } catch (RuntimeException e) {
-              error(errorsByKind, "heartbeat " + e.getClass().getSimpleName());
-            }
-            heartbeatMs.add((System.nanoTime() - t0) / 1_000_000);
-          },
-          ThreadLocalRandom.current().nextLong(3000),
-          3000,
-          TimeUnit.MILLISECONDS);
+      int me = n;
+      registered.add(
+          registrars.submit(
+              () -> {
+                Instance instance = api.register(SourceTables.SMALL, "fleet", "fleet-" + me);
+                HttpRequest beat =
+                    HttpRequest.newBuilder(
+                            service.base().resolve("instances/" + instance.id() + "/heartbeat"))
+                        .header("Authorization", "Bearer " + instance.token())
+                        .timeout(Duration.ofSeconds(30))
+                        .POST(HttpRequest.BodyPublishers.noBody())
+                        .build();
+                long first =
+                    System.nanoTime() + ThreadLocalRandom.current().nextLong(periodMs) * 1_000_000;
+                AtomicLong k = new AtomicLong();
+                beats.scheduleAtFixedRate(
+                    () -> {
+                      long due = first + k.getAndIncrement() * periodMs * 1_000_000;
+                      if (due > window[1]) {
+                        return;
+                      }
+                      boolean counted = due >= window[0];
+                      http.sendAsync(beat, HttpResponse.BodyHandlers.discarding())
+                          .whenComplete(
+                              (r, e) -> {
+                                if (!counted) {
+                                  return;
+                                }
+                                heartbeatMs.add((System.nanoTime() - due) / 1_000_000);
+                                if (e != null) {
+                                  error(errorsByKind, "heartbeat " + e.getClass().getSimpleName());
+                                } else if (r.statusCode() == 410) {
+                                  leasesLost.incrementAndGet();
+                                  error(errorsByKind, "heartbeat 410");
+                                } else if (r.statusCode() != 200) {
+                                  error(errorsByKind, "heartbeat " + r.statusCode());
+                                }
+                              });
+                    },
+                    Math.max(0, first - System.nanoTime()),
+                    periodMs * 1_000_000,
+                    TimeUnit.NANOSECONDS);
+                return null;
+              }));
     }
+    for (var f : registered) {
+      f.get();
+    }
+    registrars.shutdown();
     long registerMs = (System.nanoTime() - registering) / 1_000_000;
-    heartbeatMs.clear();
-    deadline[0] = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+    window[0] = System.nanoTime();
+    window[1] = window[0] + TimeUnit.SECONDS.toNanos(seconds);
+    long[] deadline = {window[1]};
+    ScheduledExecutorService sampler = Executors.newSingleThreadScheduledExecutor();
+    sampler.scheduleAtFixedRate(
+        () -> peakRss.accumulateAndGet(service.residentMiB(), Math::max), 0, 1, TimeUnit.SECONDS);
     ExecutorService claiming = Executors.newFixedThreadPool(claimerCount);
     for (int c = 0; c < claimerCount; c++) {
       int me = c;
@@ -140,22 +181,29 @@ class LoadBenchmarkIT {
     }
     claiming.shutdown();
     claiming.awaitTermination(seconds + 60, TimeUnit.SECONDS);
-    long rss = service.residentMiB();
+    // Let the last beats of the window come back.
+    Thread.sleep(Math.max(0, (window[1] - System.nanoTime()) / 1_000_000) + 5000);
+    sampler.shutdownNow();
+    long rss = Math.max(peakRss.get(), service.residentMiB());
     beats.shutdownNow();
     System.out.printf(
-        "%nService load (%d instances heartbeating every 3 s, %d claimers, %d s, defaults)%n"
-            + "  heartbeats  %6d (%.0f/s)  p50 %d ms  p99 %d ms%n"
+        "%nService load (%d instances heartbeating every %d ms, %d claimers, %d s)%n"
+            + "  heartbeats  %6d (%.0f/s)  p50 %d ms  p99 %d ms  (open loop: from when due;"
+            + " %d leases lost)%n"
             + "  claims      %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%d runs handed out)%n"
             + "  registering %d instances took %d ms%n"
             + "  errors      %s%n"
-            + "  service RSS %d MiB%n%n",
+            + "  service RSS %d MiB at most%n"
+            + "  load average %s%n%n",
         instanceCount,
+        periodMs,
         claimerCount,
         seconds,
         heartbeatMs.size(),
         heartbeatMs.size() / (double) seconds,
         percentile(heartbeatMs, 0.50),
         percentile(heartbeatMs, 0.99),
+        leasesLost.get(),
         claimMs.size(),
         claimMs.size() / (double) seconds,
         percentile(claimMs, 0.50),
@@ -164,7 +212,16 @@ class LoadBenchmarkIT {
         instanceCount,
         registerMs,
         errorsByKind.isEmpty() ? "none" : errorsByKind.toString(),
-        rss);
+        rss,
+        loadAverage());
+  }
+
+  private static String loadAverage() {
+    try {
+      return java.nio.file.Files.readString(java.nio.file.Path.of("/proc/loadavg")).trim();
+    } catch (java.io.IOException e) {
+      return "unknown";
+    }
   }
 
   private static void error(Map<String, AtomicLong> errors, String kind) {

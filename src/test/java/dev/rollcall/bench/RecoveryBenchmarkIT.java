@@ -285,7 +285,34 @@ class RecoveryBenchmarkIT {
       config.put("maxRuns", batch);
       replicas.add(NodeReplica.start("bench-rollcall-" + i, db, config));
     }
-    return race(replicas, Duration.ofMinutes(10), services.subList(0, serviceCount));
+    Result r = race(replicas, Duration.ofMinutes(10), services.subList(0, serviceCount));
+    // How long after the deploy's epoch closed (by the database's clock) the last replica knew.
+    long closedAt =
+        Long.parseLong(
+            db.column(
+                    "SELECT (extract(epoch FROM closed_at) * 1000)::bigint FROM rollcall.epochs"
+                        + " WHERE kind = 'boot' AND deployment_id = ?",
+                    deploymentId)
+                .get(0));
+    long lastKnew =
+        replicas.stream()
+            .flatMap(replica -> replica.events("done").stream())
+            .mapToLong(e -> e.path("t").asLong())
+            .max()
+            .orElse(-1);
+    System.out.printf(
+        "rollcall N=%d, %d replicas: the last replica learnt the pass was done %d ms after it"
+            + " closed (load average %s)%n",
+        n, serviceCount, lastKnew - closedAt, loadAverage());
+    return r;
+  }
+
+  private static String loadAverage() {
+    try {
+      return java.nio.file.Files.readString(java.nio.file.Path.of("/proc/loadavg")).trim();
+    } catch (java.io.IOException e) {
+      return "unknown";
+    }
   }
 
   /** Starts every replica's recovery at once and waits for all of them (or the cap). */

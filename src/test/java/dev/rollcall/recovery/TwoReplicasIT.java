@@ -98,6 +98,49 @@ class TwoReplicasIT {
 
   @Test
   @Order(2)
+  void aClaimHeldOnOneReplicaIsWokenByALeaveOnTheOtherAndByTheEpochClosing() throws Exception {
+    Api viaA = new Api(a.base());
+    Api viaB = new Api(b.base());
+    String deploy = UUID.randomUUID().toString();
+    Api.Instance peer = viaA.register(SourceTables.SMALL, deploy, "peer");
+    Api.Instance leaver = viaB.register(SourceTables.SMALL, deploy, "leaver");
+    // The deploy's pass: the leaver holds the only batch; the peer's held claim waits for it.
+    Api.Batch all = viaB.claimBatch(leaver, 1000);
+    CompletableFuture<Api.Reply> held =
+        CompletableFuture.supplyAsync(() -> viaA.claimHeld(peer, 1000, 20_000, false));
+    Thread.sleep(500);
+    assertTrue(!held.isDone(), "the claim is held while the leaver holds the batch");
+    long t0 = System.nanoTime();
+    viaB.complete(leaver, all, List.of()).expect(200);
+    Api.Reply done = held.get(20, java.util.concurrent.TimeUnit.SECONDS).expect(200);
+    long closedMs = (System.nanoTime() - t0) / 1_000_000;
+    assertEquals("done", done.text("status"));
+    assertTrue(closedMs < 1000, "woken by the epoch closing on the other replica: " + closedMs);
+
+    // Idle: the peer's next claim waits for work; the leaver leaves (via B) with runs in flight.
+    List<String> inFlight = all.runIds().subList(0, 3);
+    viaB.heartbeat(leaver, inFlight).expect(200);
+    CompletableFuture<Api.Reply> idle =
+        CompletableFuture.supplyAsync(() -> viaA.claimHeld(peer, 1000, 20_000, true));
+    Thread.sleep(500);
+    assertTrue(!idle.isDone(), "an idle claim is held while there is no work");
+    long t1 = System.nanoTime();
+    viaB.leave(leaver, inFlight).expect(204);
+    Api.Reply takeover = idle.get(20, java.util.concurrent.TimeUnit.SECONDS).expect(200);
+    long takenMs = (System.nanoTime() - t1) / 1_000_000;
+    assertEquals("batch", takeover.text("status"));
+    assertEquals("takeover", takeover.body().get("batch").get("epochKind").asText());
+    assertEquals(
+        java.util.Set.copyOf(inFlight),
+        java.util.Set.copyOf(Api.batch(takeover.body().get("batch")).runIds()));
+    assertTrue(takenMs < 1000, "woken by the leave on the other replica: " + takenMs);
+    System.out.printf(
+        "held claims across replicas: woken %d ms after the epoch closed, %d ms after a leave%n",
+        closedMs, takenMs);
+  }
+
+  @Test
+  @Order(3)
   void aCrashedInstanceIsTakenOverOnceWithinTheLeaseTtlAndAReaperIntervalWhileBothReplicasReap()
       throws Exception {
     Api viaA = new Api(a.base());
@@ -139,7 +182,7 @@ class TwoReplicasIT {
   }
 
   @Test
-  @Order(3)
+  @Order(4)
   void aReplicaKilledMidEpochLosesNothing() throws Exception {
     String deploy = UUID.randomUUID().toString();
     List<Claimer> claimers = new ArrayList<>();

@@ -197,6 +197,17 @@ public final class Api {
         "recovery/claim", instance.token(), JSON.createObjectNode().put("maxRuns", maxRuns));
   }
 
+  /**
+   * A claim the service may hold up to {@code waitMs} while it has nothing to hand out; {@code
+   * idle}: hold a {@code done} answer too.
+   */
+  public Reply claimHeld(Instance instance, int maxRuns, int waitMs, boolean idle) {
+    return post(
+        "recovery/claim",
+        instance.token(),
+        JSON.createObjectNode().put("maxRuns", maxRuns).put("waitMs", waitMs).put("idle", idle));
+  }
+
   /** Claims until a batch or done comes back, honouring wait hints; null when done. */
   public Batch claimBatch(Instance instance, int maxRuns) {
     while (true) {

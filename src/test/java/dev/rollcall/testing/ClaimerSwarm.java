@@ -68,8 +68,21 @@ public final class ClaimerSwarm {
     }
     // Instances heartbeat while they recover, as real ones do on their own timer.
     ScheduledExecutorService heartbeats = Executors.newSingleThreadScheduledExecutor();
+    // One failed heartbeat (a timeout under load) must not end them all: an exception thrown out
+    // of a fixed-rate task cancels every later run, and every instance would then lose its lease.
     heartbeats.scheduleAtFixedRate(
-        () -> claimers.forEach(c -> c.api().heartbeat(c.instance())), 0, 2, TimeUnit.SECONDS);
+        () ->
+            claimers.forEach(
+                c -> {
+                  try {
+                    c.api().heartbeat(c.instance());
+                  } catch (RuntimeException e) {
+                    // the next beat, 2 s later, renews the lease, as a real client's would
+                  }
+                }),
+        0,
+        2,
+        TimeUnit.SECONDS);
     long t0 = System.nanoTime();
     start.countDown();
     int withWork = 0;

@@ -69,8 +69,13 @@ public final class Dtos {
   public record HeartbeatResponse(
       OffsetDateTime leaseExpiresAt, boolean recoveryPending, Long recheckAfterMs) {}
 
-  /** {@code POST /recovery/claim}; the body is optional. */
-  public record ClaimRequest(Integer maxRuns) {}
+  /**
+   * {@code POST /recovery/claim}; the body is optional. {@code waitMs} (0 to {@code
+   * rollcall.claim.max-wait}): hold a {@code wait} answer that long at most, answering as soon as a
+   * batch can be claimed or the pass is done. {@code idle}: the caller's pass is done and it waits
+   * for work (takeovers, sweeps): a {@code done} answer is held too.
+   */
+  public record ClaimRequest(Integer maxRuns, Integer waitMs, Boolean idle) {}
 
   /** The answer to a claim: exactly one of batch, retryAfterMs, epochId is set. */
   @JsonInclude(JsonInclude.Include.NON_NULL)

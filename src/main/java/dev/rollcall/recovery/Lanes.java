@@ -1,0 +1,61 @@
+package dev.rollcall.recovery;
+
+import io.smallrye.mutiny.Uni;
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.function.Supplier;
+
+/**
+ * One lane per key: work on a key runs one at a time, in arrival order, and work waiting for its
+ * turn holds nothing but memory. Claims of one service replica queue here for an epoch's lock, so
+ * that at most one pooled connection per epoch waits on the database's row lock.
+ */
+final class Lanes {
+
+  private final Map<Long, ArrayDeque<Runnable>> waiting = new HashMap<>();
+
+  /** Runs the work when every earlier work on this key has finished. */
+  <T> Uni<T> run(long key, Supplier<Uni<? extends T>> work) {
+    return Uni.createFrom()
+        .emitter(
+            emitter -> {
+              Runnable start =
+                  () ->
+                      Uni.createFrom()
+                          .<T>deferred(work)
+                          .onTermination()
+                          .invoke(() -> release(key))
+                          .subscribe()
+                          .with(emitter::complete, emitter::fail);
+              boolean now;
+              synchronized (this) {
+                ArrayDeque<Runnable> queue = waiting.get(key);
+                if (queue == null) {
+                  waiting.put(key, new ArrayDeque<>());
+                  now = true;
+                } else {
+                  queue.add(start);
+                  now = false;
+                }
+              }
+              if (now) {
+                start.run();
+              }
+            });
+  }
+
+  private void release(long key) {
+    Runnable next;
+    synchronized (this) {
+      ArrayDeque<Runnable> queue = waiting.get(key);
+      next = queue.poll();
+      if (next == null) {
+        waiting.remove(key);
+      }
+    }
+    if (next != null) {
+      next.run();
+    }
+  }
+}

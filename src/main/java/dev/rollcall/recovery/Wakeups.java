@@ -1,0 +1,201 @@
+package dev.rollcall.recovery;
+
+import io.quarkus.runtime.ShutdownEvent;
+import io.quarkus.runtime.StartupEvent;
+import io.smallrye.mutiny.Uni;
+import io.vertx.core.json.JsonObject;
+import io.vertx.mutiny.core.Vertx;
+import io.vertx.mutiny.pgclient.PgConnection;
+import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.SqlConnection;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Observes;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import org.jboss.logging.Logger;
+
+/**
+ * Wakes claims that wait ({@code waitMs}) when the database says something changed: every service
+ * replica listens on the channel {@code rollcall_recovery}, to which triggers notify when a batch
+ * becomes claimable ("work") or an epoch closes ("closed"). A "work" notice wakes the oldest
+ * waiting claim of the namespace; a claim that was woken and got a batch wakes the next one, since
+ * more may be left. A "closed" notice wakes every waiting claim of the namespace. Whatever the
+ * notification says, a woken claim decides from the database alone, as any claim does.
+ *
+ * <p>The listening connection is taken from the pool and kept. When it is lost, every waiting claim
+ * is woken (a notice may have been missed) and the listener reconnects.
+ */
+@ApplicationScoped
+public class Wakeups {
+
+  private static final Logger LOG = Logger.getLogger(Wakeups.class);
+
+  static final String CHANNEL = "rollcall_recovery";
+
+  private final Pool pool;
+  private final Vertx vertx;
+  private final Map<String, ArrayDeque<Waiter>> waiting = new HashMap<>();
+  private volatile SqlConnection listening;
+  private volatile boolean stopped;
+  private volatile CompletableFuture<Void> listeningNow = new CompletableFuture<>();
+
+  Wakeups(Pool pool, Vertx vertx) {
+    this.pool = pool;
+    this.vertx = vertx;
+  }
+
+  /** A claim waiting for a notice; {@code woken} completes with true when a notice woke it. */
+  public static final class Waiter {
+    private final String namespace;
+    private final CompletableFuture<Boolean> woken = new CompletableFuture<>();
+
+    private Waiter(String namespace) {
+      this.namespace = namespace;
+    }
+
+    /** Completes with true when woken by a notice, with false after {@code timeout}. */
+    public Uni<Boolean> await(Duration timeout) {
+      return Uni.createFrom()
+          .completionStage(woken)
+          .ifNoItem()
+          .after(timeout)
+          .recoverWithItem(false);
+    }
+
+    /** True when a notice woke it. */
+    public boolean wasWoken() {
+      return woken.getNow(false);
+    }
+  }
+
+  void onStart(@Observes StartupEvent start) {
+    listen();
+  }
+
+  void onStop(@Observes ShutdownEvent stop) {
+    stopped = true;
+    SqlConnection conn = listening;
+    if (conn != null) {
+      conn.closeAndForget();
+    }
+  }
+
+  /** Completes once this replica listens (tests and benchmarks wait for it). */
+  public CompletableFuture<Void> listening() {
+    return listeningNow;
+  }
+
+  /**
+   * Registers a waiting claim. Register before the claim looks at the database, so that a notice
+   * sent after that look cannot be missed; {@link #forget} it when it no longer waits.
+   */
+  public synchronized Waiter register(String namespace) {
+    Waiter w = new Waiter(namespace);
+    waiting.computeIfAbsent(namespace, n -> new ArrayDeque<>()).add(w);
+    return w;
+  }
+
+  /**
+   * A waiter that no longer waits. One a "work" notice woke without need passes it on to the next.
+   */
+  public void forget(Waiter w, boolean used) {
+    synchronized (this) {
+      ArrayDeque<Waiter> queue = waiting.get(w.namespace);
+      if (queue != null) {
+        queue.remove(w);
+        if (queue.isEmpty()) {
+          waiting.remove(w.namespace);
+        }
+      }
+    }
+    if (w.wasWoken() && !used) {
+      wakeOne(w.namespace);
+    }
+  }
+
+  /** Wakes the oldest waiting claim of the namespace. */
+  public void wakeOne(String namespace) {
+    Waiter w;
+    synchronized (this) {
+      ArrayDeque<Waiter> queue = waiting.get(namespace);
+      w = queue == null ? null : queue.poll();
+      if (queue != null && queue.isEmpty()) {
+        waiting.remove(namespace);
+      }
+    }
+    if (w != null) {
+      w.woken.complete(true);
+    }
+  }
+
+  private void wakeAll(String namespace) {
+    List<Waiter> all = new ArrayList<>();
+    synchronized (this) {
+      for (Iterator<Map.Entry<String, ArrayDeque<Waiter>>> it = waiting.entrySet().iterator();
+          it.hasNext(); ) {
+        Map.Entry<String, ArrayDeque<Waiter>> e = it.next();
+        if (namespace == null || e.getKey().equals(namespace)) {
+          all.addAll(e.getValue());
+          it.remove();
+        }
+      }
+    }
+    all.forEach(w -> w.woken.complete(true));
+  }
+
+  private void notice(String payload) {
+    JsonObject notice;
+    try {
+      notice = new JsonObject(payload);
+    } catch (RuntimeException e) {
+      LOG.warnf("ignoring a malformed notice on %s: %s", CHANNEL, payload);
+      return;
+    }
+    String namespace = notice.getString("namespace");
+    if ("closed".equals(notice.getString("event"))) {
+      wakeAll(namespace);
+    } else {
+      wakeOne(namespace);
+    }
+  }
+
+  private void listen() {
+    if (stopped) {
+      return;
+    }
+    pool.getConnection()
+        .call(conn -> conn.query("LISTEN " + CHANNEL).execute().replaceWith(conn))
+        .subscribe()
+        .with(
+            conn -> {
+              listening = conn;
+              PgConnection pg = PgConnection.cast(conn);
+              pg.notificationHandler(n -> notice(n.getPayload()));
+              pg.closeHandler(
+                  () -> {
+                    listening = null;
+                    listeningNow = new CompletableFuture<>();
+                    if (!stopped) {
+                      LOG.warn("the notice listener's connection closed; listening again");
+                      wakeAll(null);
+                      vertx.setTimer(1000, id -> listen());
+                    }
+                  });
+              listeningNow.complete(null);
+              LOG.debugf("listening on %s", CHANNEL);
+            },
+            e -> {
+              if (!stopped) {
+                LOG.warnf("listening on %s failed, retrying in 1 s: %s", CHANNEL, e.getMessage());
+                wakeAll(null);
+                vertx.setTimer(1000, id -> listen());
+              }
+            });
+  }
+}

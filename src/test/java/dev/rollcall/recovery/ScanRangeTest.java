@@ -1,0 +1,126 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Batch;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A claim cuts a key range under the epoch lock and classifies it after releasing the lock. A
+ * claimer that stalls or dies in between must not lose the range's runs, nor hand them out twice.
+ */
+@ServiceTest
+class ScanRangeTest extends ApiTestBase {
+
+  @Test
+  void aRangeWhoseClaimerStallsBeforeClassifyingGoesToTheNextClaimerAndTheLateOneWritesNothing()
+      throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Instance a = api.register(SourceTables.SMALL, deploy, "a");
+    Instance b = api.register(SourceTables.SMALL, deploy, "b");
+    Set<String> active = Db.activeRuns(SourceTables.SMALL);
+
+    CompletableFuture<Api.Reply> late;
+    try (Connection blocker = Db.database().connect()) {
+      blocker.setAutoCommit(false);
+      // Classification reads the ownership table; cutting a range does not. Holding it freezes
+      // a's claim between its cut (committed) and its classification.
+      try (Statement st = blocker.createStatement()) {
+        st.execute("LOCK TABLE rollcall.ownership IN ACCESS EXCLUSIVE MODE");
+      }
+      late = CompletableFuture.supplyAsync(() -> api.claim(a, 100));
+      long range = awaitScanningRange(a);
+      assertFalse(late.isDone(), "a's claim is frozen between cut and classification");
+
+      // a's lease of the range runs out (the database clock decides), and b re-takes it (and
+      // is frozen in its classification too) before a can go on.
+      BatchLeaseTest.expireLease(range);
+      CompletableFuture<Api.Reply> next = CompletableFuture.supplyAsync(() -> api.claim(b, 100));
+      awaitFence(range, 2);
+      blocker.rollback();
+      Batch taken = Api.batch(next.get(60, TimeUnit.SECONDS).expect(200).body().get("batch"));
+
+      assertEquals(range, taken.id(), "b classified a's range");
+      assertEquals(2, taken.fence());
+      // Every run of the range was classified once, by b: handed out to it, or deferred/skipped.
+      Set<String> others =
+          Db.set(
+              "SELECT l.run_id FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
+                  + " WHERE e.deployment_id = ? AND l.outcome IN ('deferred', 'skipped')",
+              deploy);
+      Set<String> classified = new java.util.HashSet<>(taken.runIds());
+      classified.addAll(others);
+      assertEquals(active, classified);
+      assertFalse(taken.runIds().isEmpty());
+    }
+    Api.Reply lateReply = late.get(60, TimeUnit.SECONDS).expect(200);
+    assertNotEquals("batch", lateReply.text("status"), "a's late classification hands out nothing");
+    assertEquals(
+        List.of(b.id().toString()),
+        Db.column(
+            "SELECT DISTINCT instance_id::text FROM rollcall.ledger WHERE batch_id = ?",
+            range(deploy)),
+        "only b's fence wrote hand-outs");
+    assertEquals(
+        lateTaken(deploy),
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
+                + " WHERE e.deployment_id = ? AND l.outcome = 'leased'",
+            deploy),
+        "every run handed out exactly once");
+  }
+
+  /** The runs handed out in the deploy's pass: the one batch's. */
+  private static long lateTaken(String deploy) {
+    return Db.number(
+        "SELECT run_count FROM rollcall.batches b JOIN rollcall.epochs e ON e.id = b.epoch_id"
+            + " WHERE e.deployment_id = ?",
+        deploy);
+  }
+
+  private static long range(String deploy) {
+    return Db.number(
+        "SELECT b.id FROM rollcall.batches b JOIN rollcall.epochs e ON e.id = b.epoch_id"
+            + " WHERE e.deployment_id = ?",
+        deploy);
+  }
+
+  private static void awaitFence(long batchId, int fence) throws InterruptedException {
+    for (int i = 0; i < 600; i++) {
+      if (Db.number("SELECT fence FROM rollcall.batches WHERE id = ?", batchId) == fence) {
+        return;
+      }
+      Thread.sleep(50);
+    }
+    throw new AssertionError("batch " + batchId + " never reached fence " + fence);
+  }
+
+  private static long awaitScanningRange(Instance claimer) throws InterruptedException {
+    for (int i = 0; i < 600; i++) {
+      List<String> ids =
+          Db.column(
+              "SELECT id::text FROM rollcall.batches WHERE claimer_id = ? AND state = 'scanning'",
+              claimer.id());
+      if (!ids.isEmpty()) {
+        return Long.parseLong(ids.get(0));
+      }
+      Thread.sleep(50);
+    }
+    throw new AssertionError("no scanning range was cut for " + claimer.id());
+  }
+}
