@@ -198,8 +198,13 @@ export declare class RecoveryClient {
   once<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
   off<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): void;
   start(): void;
-  /** Stops claiming, finishes the batch in hand, stops heartbeats and leaves with the in-flight set. */
-  stop(): Promise<void>;
+  /**
+   * Stops claiming, finishes the batch in hand, stops heartbeats and leaves with the in-flight set.
+   * `exiting: true` when the process exits right after (executions still running end only then):
+   * Rollcall then shortens the lease to its departure grace instead of releasing this process's
+   * queue locks at once.
+   */
+  stop(options?: { exiting?: boolean }): Promise<void>;
 }
 
 /** Starts taking part in shared recovery; returns at once. */

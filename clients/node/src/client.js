@@ -180,8 +180,8 @@ export class RecoveryClient {
    * Stops claiming, lets the batch in hand finish (at most `stopTimeoutMs`), stops heartbeats and
    * leaves with the last in-flight set. Safe to call more than once.
    */
-  stop() {
-    this.#stopPromise ??= this.#doStop();
+  stop({ exiting = false } = {}) {
+    this.#stopPromise ??= this.#doStop({ exiting });
     return this.#stopPromise;
   }
 
@@ -565,7 +565,7 @@ export class RecoveryClient {
 
   // ---------------------------------------------------------------- stopping
 
-  async #doStop() {
+  async #doStop({ exiting }) {
     this.#stopping = true;
     this.#state = 'stopping';
     this.#wake.abort();
@@ -588,8 +588,12 @@ export class RecoveryClient {
       clearInterval(session.heartbeatTimer);
       const inFlight = this.#inFlightSet();
       try {
-        await this.#api.leave(session.token, session.instanceId, inFlight);
-        this.#log.info('left rollcall', { instanceId: session.instanceId, inFlight: inFlight?.length ?? 0 });
+        await this.#api.leave(session.token, session.instanceId, inFlight, { exiting });
+        this.#log.info('left rollcall', {
+          instanceId: session.instanceId,
+          inFlight: inFlight?.length ?? 0,
+          exiting,
+        });
       } catch (error) {
         this.#log.warn('leaving failed; the lease will simply expire', { error, instanceId: session.instanceId });
       }

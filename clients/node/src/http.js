@@ -54,8 +54,9 @@ export class RollcallApi {
     );
   }
 
-  leave(token, instanceId, inFlight) {
+  leave(token, instanceId, inFlight, { exiting = false } = {}) {
     const body = inFlight ? { inFlight } : {};
+    if (exiting) body.exiting = true;
     return this.#call('leave', 'DELETE', `/instances/${encodeURIComponent(instanceId)}`, token, body, [204]);
   }
 

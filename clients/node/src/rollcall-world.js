@@ -205,10 +205,11 @@ async function stopClient(state) {
 }
 
 /**
- * SIGTERM/SIGINT: stop taking jobs, leave with the in-flight set, exit at once. Running
- * executions are not waited for: after the leave Rollcall releases this process's queue locks
- * and a peer re-runs them, which is the point of leaving (a slow step would otherwise hold its
- * run until it ends). The listener stays installed until the exit, so graphile-worker's own
+ * SIGTERM/SIGINT: stop taking jobs, leave with the in-flight set (an exiting leave), exit at
+ * once. Running executions are not waited for: Rollcall declares this instance gone after its
+ * departure grace (1 s by default), releases its queue locks and a peer re-runs them, which is the
+ * point of leaving (a slow step would otherwise hold its run until it ends). A plain leave would
+ * release the locks while the process may still be executing. The listener stays installed until the exit, so graphile-worker's own
  * handler re-raising the signal cannot end the process before the leave.
  */
 function onSignal(signal) {
@@ -221,8 +222,11 @@ function onSignal(signal) {
   const exit = () => process.exit(code);
   // Bounded: the leave has its own request timeout; never hang on shutdown.
   setTimeout(exit, 15_000).unref();
+  // An exiting leave: executions still running here stop only when the process exits, so
+  // Rollcall releases this process's queue locks (and opens its takeover) only after a short
+  // departure grace, by which time the process is gone.
   state.client
-    .stop()
+    .stop({ exiting: true })
     .catch(() => {})
     .finally(exit);
 }

@@ -160,6 +160,7 @@ describe('the zero-code world module', { timeout: 600_000 }, () => {
         assert.equal(leaves[0].path, `/instances/${encodeURIComponent(instanceId)}`);
         assert.equal(leaves[0].status, 204);
         assert.deepEqual(sortEntries(leaves[0].body.inFlight), expected, 'left with every execution and its message id');
+        assert.equal(leaves[0].body.exiting, true, 'an exiting leave: the locks go only once the process is gone');
         assert.ok(leaves[0].at >= signalledAt);
         assert.equal(app.events.filter((e) => e.event === 'finished').length, 0, 'no execution went on to finish');
         assert.ok(

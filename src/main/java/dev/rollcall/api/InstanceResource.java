@@ -94,7 +94,8 @@ public class InstanceResource {
 
   /**
    * Leaves gracefully, optionally with the last in-flight set: the instance's batches are released
-   * and its takeover opens at once.
+   * and its takeover opens at once. With {@code "exiting": true} (the process exits right after),
+   * only its lease is shortened to the departure grace: its takeover follows once it ran out.
    */
   @DELETE
   @Path("/{id}")
@@ -107,7 +108,11 @@ public class InstanceResource {
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
-        .chain(caller -> departures.leave(caller, inFlight));
+        .chain(
+            caller ->
+                request != null && Boolean.TRUE.equals(request.exiting())
+                    ? departures.exiting(caller, inFlight)
+                    : departures.leave(caller, inFlight));
   }
 
   private static Optional<List<InFlight>> inFlight(List<InFlightEntry> entries) {

@@ -62,6 +62,14 @@ public interface RollcallConfig {
   @WithDefault("5m")
   Duration strandedEpochGrace();
 
+  /**
+   * An exiting leave (the process stops executing only when it exits, after the leave answers)
+   * shortens the instance's lease to this instead of opening its takeover at once, so its queue
+   * locks are released only once the process is gone.
+   */
+  @WithDefault("1s")
+  Duration departureGrace();
+
   /** Retention: what is deleted once it is old enough, so that storage stays bounded. */
   Retention retention();
 

@@ -1,5 +1,7 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InFlight;
 import dev.rollcall.registry.InstanceService;
@@ -7,6 +9,7 @@ import dev.rollcall.registry.InstanceService.Departure;
 import dev.rollcall.registry.Ownership;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
 import java.util.Optional;
@@ -22,12 +25,47 @@ public class Departures {
   private final InstanceService instances;
   private final Ownership ownership;
   private final Takeovers takeovers;
+  private final RollcallConfig config;
 
-  Departures(Pool pool, InstanceService instances, Ownership ownership, Takeovers takeovers) {
+  Departures(
+      Pool pool,
+      InstanceService instances,
+      Ownership ownership,
+      Takeovers takeovers,
+      RollcallConfig config) {
+    this.config = config;
     this.pool = pool;
     this.instances = instances;
     this.ownership = ownership;
     this.takeovers = takeovers;
+  }
+
+  /**
+   * An exiting leave: the process stops executing only when it exits, right after this answers, so
+   * releasing its queue locks now could let a peer replay a run it is still executing. The last
+   * in-flight set is recorded and the lease shortened to the departure grace (never lengthened);
+   * the reaper then declares the instance dead and opens its takeover, queue locks and all, as for
+   * a crash. Refused like any act of a dead instance once the lease has run out.
+   */
+  public Uni<Void> exiting(Caller caller, Optional<List<InFlight>> lastInFlight) {
+    long graceMs = config.departureGrace().toMillis();
+    return pool.withTransaction(
+        conn ->
+            conn.preparedQuery(
+                    "UPDATE rollcall.instances SET lease_expires_at = least(lease_expires_at,"
+                        + " now() + $2::bigint * interval '1 millisecond')"
+                        + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
+                        + " RETURNING id")
+                .execute(Tuple.of(caller.instanceId(), graceMs))
+                .chain(
+                    rows -> {
+                      if (rows.size() == 0) {
+                        throw new InstanceGone(caller.instanceId());
+                      }
+                      return lastInFlight
+                          .map(set -> ownership.replace(conn, caller, set))
+                          .orElse(Uni.createFrom().voidItem());
+                    }));
   }
 
   /** Leaves; {@code lastInFlight}, when given, replaces the reported in-flight set first. */

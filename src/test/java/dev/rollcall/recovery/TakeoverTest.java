@@ -192,6 +192,51 @@ class TakeoverTest extends ApiTestBase {
   }
 
   @Test
+  void anExitingLeaveOpensTheTakeoverOnlyOnceItsDepartureGraceRanOut() throws Exception {
+    Instance peer = bootedPeer("peer");
+    Instance leaving = api.register(SourceTables.SMALL, deploy, "leaving");
+    List<String> last = activeRuns(2);
+
+    api.exitingLeave(leaving, last).expect(204);
+
+    // Its process may still be executing until it exits: nothing is taken over yet, and its
+    // lease now ends within the departure grace (1 s), never later than it would have.
+    reaper.runOnce().await().indefinitely();
+    assertEquals(
+        List.of("live:true"),
+        Db.column(
+            "SELECT state || ':' || (lease_expires_at <= now() + interval '1 second')"
+                + " FROM rollcall.instances WHERE id = ?",
+            leaving.id()));
+    assertEquals(
+        0L,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE subject_instance_id = ?", leaving.id()));
+    assertEquals(
+        Set.copyOf(last),
+        Set.copyOf(
+            Db.column(
+                "SELECT run_id FROM rollcall.ownership WHERE instance_id = ?", leaving.id())));
+
+    // Once the grace ran out, the reaper takes its last in-flight set over as for a crash.
+    long deadline = System.nanoTime() + 5_000_000_000L;
+    while (!Db.column(
+            "SELECT (lease_expires_at <= now())::text FROM rollcall.instances WHERE id = ?",
+            leaving.id())
+        .equals(List.of("true"))) {
+      assertTrue(System.nanoTime() < deadline, "the departure grace never ran out");
+      Thread.sleep(50);
+    }
+    reaper.runOnce().await().indefinitely();
+    Batch taken = api.claimBatch(peer, 100);
+    assertEquals("takeover", taken.json().get("epochKind").asText());
+    assertEquals(Set.copyOf(last), Set.copyOf(taken.runIds()));
+    api.complete(peer, taken, List.of()).expect(200);
+    api.heartbeat(leaving).expect(410);
+    api.exitingLeave(leaving, List.of()).expect(410);
+  }
+
+  @Test
   void takeoverRunsThatFinishedOrThatALivePeerRunsAreSkipped() {
     Instance peer = bootedPeer("peer");
     Instance victim = api.register(SourceTables.SMALL, deploy, "victim");

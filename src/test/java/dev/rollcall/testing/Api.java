@@ -161,6 +161,18 @@ public final class Api {
     }
   }
 
+  /** An exiting leave (the process exits right after) with the last in-flight set. */
+  public Reply exitingLeave(Instance instance, List<String> inFlight) {
+    ObjectNode body = inFlightBody(inFlight);
+    body.put("exiting", true);
+    try {
+      return send(
+          "DELETE", "instances/" + instance.id(), instance.token(), JSON.writeValueAsString(body));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
   /** An in-flight entry in the object form: a run and the queue message that delivered it. */
   public static ObjectNode execution(String runId, String messageId) {
     ObjectNode e = JSON.createObjectNode().put("runId", runId);

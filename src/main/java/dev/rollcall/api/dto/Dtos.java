@@ -58,7 +58,7 @@ public final class Dtos {
   public record HeartbeatRequest(List<InFlightEntry> inFlight) {}
 
   /** {@code DELETE /instances/{id}}; the body is optional: the last in-flight set. */
-  public record LeaveRequest(List<InFlightEntry> inFlight) {}
+  public record LeaveRequest(List<InFlightEntry> inFlight, Boolean exiting) {}
 
   /**
    * The answer to a heartbeat. {@code recheckAfterMs}, when present, says to heartbeat again after
