@@ -215,9 +215,13 @@ public final class NodeReplica implements AutoCloseable {
     process.waitFor();
   }
 
-  /** Asks the process to stop (SIGTERM), as an orchestrator does, without waiting for it. */
+  /**
+   * Asks the process to stop (SIGTERM), as an orchestrator does, without waiting for it. Through
+   * its handle: {@code Process.destroy()} would also close our end of its stdout, and the process
+   * would lose its last journal lines (and see EPIPE) while it shuts down.
+   */
   public void terminate() {
-    process.destroy();
+    process.toHandle().destroy();
   }
 
   /** Calls {@code then} with the wall-clock time (ms) at which the process ended. */
