@@ -10,10 +10,10 @@ import java.util.UUID;
 
 /**
  * Ledger rows that are not hand-outs (those are written with their batch): runs deferred or skipped
- * by an epoch, and queue locks released for a dead instance or as orphans. A run parked for months is skipped by
- * every sweep; the ledger keeps only its first deferral or skip of each kind since it was last
- * handed out (enough to answer why it is not re-driven), and every pass counts its verdicts in
- * {@code epoch_counts}.
+ * by an epoch, and queue locks released for a dead instance or as orphans. A run parked for months
+ * is skipped by every sweep; the ledger keeps only its first deferral or skip of each kind since it
+ * was last handed out (enough to answer why it is not re-driven), and every pass counts its
+ * verdicts in {@code epoch_counts}.
  */
 @ApplicationScoped
 public class Ledger {
