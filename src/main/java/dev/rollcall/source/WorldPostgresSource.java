@@ -121,7 +121,7 @@ public final class WorldPostgresSource implements RunSource {
                 + " AND created_at > ((now() - $2::bigint * interval '1 millisecond')"
                 + " AT TIME ZONE 'UTC')",
             Tuple.of(ids, activityFence.toMillis()));
-    Uni<Map<String, Boolean>> queued = queuedJobs(client, epochId, ids);
+    Uni<Map<String, Boolean>> queued = queuedJobs(client, epochId, ids, activityFence);
     Uni<Map<String, String>> stranded = strandedOwners(client, ids);
     // The latest event of each run, by id (event ids are ULIDs: creation order), read by the
     // run_id index. hook_created last means the replay that created the hook wrote nothing after
@@ -214,13 +214,20 @@ public final class WorldPostgresSource implements RunSource {
    * proves nothing). With an epoch, from the jobs decoded when it opened; without one, straight
    * from the queue.
    */
-  private Uni<Map<String, Boolean>> queuedJobs(SqlClient client, Long epochId, String[] ids) {
+  private Uni<Map<String, Boolean>> queuedJobs(
+      SqlClient client, Long epochId, String[] ids, Duration activityFence) {
     // Every job of the page's runs, each with whether it can wake its run now; a run absent from
-    // the answer has no job at all (the parked-on-hook proof needs that).
+    // the answer has no job at all (the parked-on-hook proof needs that). A keyed job locked within
+    // the activity fence counts too, whoever locked it: a live process reports the message it
+    // executes within the fence (then its worker is learned), and a dead one's lock is released
+    // as an orphan once it is older (GraphileQueue.releaseOrphanedLocks). Without this, a peer
+    // that had just picked up a run (the owner's message, released a moment ago) would see the
+    // run re-driven beside it.
     String live =
         "bool_or(j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
             + GraphileQueue.liveWorkers("$2")
-            + "))) AS live";
+            + ") OR (j.key IS NOT NULL"
+            + " AND j.locked_at > now() - $4::bigint * interval '1 millisecond'))) AS live";
     String sql =
         epochId != null
             ? "SELECT w.run_id, "
@@ -236,7 +243,12 @@ public final class WorldPostgresSource implements RunSource {
                 + " GROUP BY 1";
     return client
         .preparedQuery(sql)
-        .execute(Tuple.of(ids, namespace(), epochId != null ? epochId : workflowTask()))
+        .execute(
+            Tuple.of(
+                ids,
+                namespace(),
+                epochId != null ? epochId : workflowTask(),
+                activityFence.toMillis()))
         .map(
             rows -> {
               Map<String, Boolean> jobs = new HashMap<>();

@@ -41,8 +41,15 @@ class BackstopTest extends ApiTestBase {
   void fresh() {
     runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.BETA);
     deploy = UUID.randomUUID().toString();
+    finishEarlierWork(api, reaper, deploy);
+  }
+
+  /**
+   * Earlier tests' dead instances are reaped and every open epoch of the engine namespace is
+   * finished, so claims of {@code deploy} see only the calling test's work.
+   */
+  static void finishEarlierWork(Api api, Reaper reaper, String deploy) {
     reaper.runOnce().await().indefinitely();
-    // Earlier epochs of the namespace are finished, so claims here see only this test's work.
     Instance janitor = api.register(SourceTables.ENGINE, "janitor-" + deploy, "janitor");
     for (Batch b; (b = api.claimBatch(janitor, 5000)) != null; ) {
       api.complete(janitor, b, List.of()).expect(200);
@@ -76,9 +83,16 @@ class BackstopTest extends ApiTestBase {
         "step_" + runId + ":backstop:1");
   }
 
-  /** Everything the seeding wrote happened an hour ago: no recent activity. */
+  /**
+   * Everything the seeding wrote happened an hour ago: no recent activity, and no lock taken within
+   * the activity fence (a fresh lock may be a live executor's).
+   */
   static void quiet(String... runIds) {
     for (String runId : runIds) {
+      Db.update(
+          "UPDATE graphile_worker._private_jobs SET locked_at = locked_at - interval '1 hour'"
+              + " WHERE locked_at IS NOT NULL AND rollcall.engine_run_id(payload) = ?",
+          runId);
       Db.update(
           "UPDATE workflow.workflow_runs SET updated_at = updated_at - interval '1 hour',"
               + " created_at = created_at - interval '1 hour' WHERE id = ?",
@@ -159,6 +173,35 @@ class BackstopTest extends ApiTestBase {
             victim.id(),
             run));
     assertNull(api.claimBatch(peer, 100));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aTakeoverLeavesARunAloneWhoseOwnerMessageAPeerJustPickedUp() {
+    String run = runs.midStepLockedBy("worker-" + deploy);
+    String owner = ownerMessage(run);
+    quiet(run);
+    Instance peer = booted("peer");
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
+    api.heartbeatEntries(victim, List.of(Api.execution(run, owner))).expect(200);
+    // The owner's message was released (an orphan, say) and a peer's worker, not yet learned
+    // (its next heartbeat is up to an interval away), has just locked it to re-run the step.
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_by = ?, locked_at = now() WHERE key = ?",
+        "worker-peer-" + deploy,
+        owner);
+    TakeoverTest.expireLease(victim);
+    reaper.runOnce().await().indefinitely();
+
+    assertNull(api.claimBatch(peer, 100), "no second delivery beside the peer's");
+    assertEquals(
+        List.of("skipped:has-queued-job"),
+        Db.column(
+            "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
+                + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
+                + " WHERE e.subject_instance_id = ? AND l.run_id = ?",
+            victim.id(),
+            run));
     api.leave(peer).expect(204);
   }
 

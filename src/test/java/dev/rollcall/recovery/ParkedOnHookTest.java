@@ -41,12 +41,7 @@ class ParkedOnHookTest extends ApiTestBase {
   void fresh() {
     runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.STABLE);
     deploy = UUID.randomUUID().toString();
-    reaper.runOnce().await().indefinitely();
-    Instance janitor = api.register(SourceTables.ENGINE, "janitor-" + deploy, "janitor");
-    for (Batch b; (b = api.claimBatch(janitor, 5000)) != null; ) {
-      api.complete(janitor, b, List.of()).expect(200);
-    }
-    api.leave(janitor).expect(204);
+    BackstopTest.finishEarlierWork(api, reaper, deploy);
   }
 
   @Test

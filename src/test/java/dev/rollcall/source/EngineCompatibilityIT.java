@@ -77,6 +77,10 @@ class EngineCompatibilityIT {
         "UPDATE workflow.workflow_runs SET updated_at = updated_at - interval '1 hour',"
             + " created_at = created_at - interval '1 hour'");
     Db.update("UPDATE workflow.workflow_events SET created_at = created_at - interval '1 hour'");
+    // Locks too: a lock taken within the activity fence may be a live executor's (has-queued-job).
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_at = locked_at - interval '1 hour'"
+            + " WHERE locked_at IS NOT NULL");
     Db.update(
         "UPDATE workflow.workflow_events SET created_at = now() AT TIME ZONE 'UTC'"
             + " WHERE id = (SELECT max(id) FROM workflow.workflow_events WHERE run_id = ?)",
