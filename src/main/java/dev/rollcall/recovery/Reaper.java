@@ -1,13 +1,20 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.registry.InstanceService;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiFunction;
+import java.util.function.Function;
 import org.jboss.logging.Logger;
 
 /**
@@ -27,9 +34,11 @@ public class Reaper {
   private final Pool pool;
   private final InstanceService instances;
   private final Takeovers takeovers;
+  private final MeterRegistry meters;
 
-  Reaper(Pool pool, InstanceService instances, Takeovers takeovers) {
+  Reaper(Pool pool, InstanceService instances, Takeovers takeovers, MeterRegistry meters) {
     this.pool = pool;
+    this.meters = meters;
     this.instances = instances;
     this.takeovers = takeovers;
   }
@@ -52,17 +61,31 @@ public class Reaper {
 
   /** One pass: tests call it directly instead of waiting for the schedule. */
   public Uni<Pass> runOnce() {
+    return instances
+        .expired(PER_PASS)
+        .chain(
+            ids ->
+                reapEach(
+                    ids, Proof.LEASE_EXPIRED, (conn, id) -> instances.markDeadIfExpired(conn, id)));
+  }
+
+  /**
+   * Reaps each instance in its own transaction, in order: one that fails is logged and left for the
+   * next pass, and never stops the others.
+   */
+  Uni<Pass> reapEach(
+      List<UUID> ids,
+      Proof proof,
+      BiFunction<SqlClient, UUID, Uni<Optional<InstanceService.Dead>>> death) {
     AtomicInteger reaped = new AtomicInteger();
     AtomicInteger lost = new AtomicInteger();
     AtomicInteger failed = new AtomicInteger();
-    return instances
-        .expired(PER_PASS)
-        .onItem()
-        .transformToMulti(ids -> Multi.createFrom().iterable(ids))
+    return Multi.createFrom()
+        .iterable(ids)
         .onItem()
         .transformToUniAndConcatenate(
             id ->
-                reap(id)
+                reap(proof, conn -> death.apply(conn, id))
                     .invoke(won -> (won ? reaped : lost).incrementAndGet())
                     .onFailure()
                     .invoke(
@@ -79,10 +102,30 @@ public class Reaper {
 
   /** Declares one instance dead and opens its takeover; false when another replica won. */
   Uni<Boolean> reap(UUID instanceId) {
+    return reap(Proof.LEASE_EXPIRED, conn -> instances.markDeadIfExpired(conn, instanceId));
+  }
+
+  /** What a death rested on; also the instance's {@code end_reason}. */
+  public enum Proof {
+    LEASE_EXPIRED("lease-expired"),
+    SESSION_LOST("session-lost");
+
+    final String label;
+
+    Proof(String label) {
+      this.label = label;
+    }
+  }
+
+  /**
+   * Declares one instance dead by {@code death} (a guarded statement: empty when another replica or
+   * a heartbeat won) and opens its takeover in the same transaction; counts the death by proof.
+   */
+  Uni<Boolean> reap(Proof proof, Function<SqlClient, Uni<Optional<InstanceService.Dead>>> death) {
     return pool.withTransaction(
         conn ->
-            instances
-                .markDeadIfExpired(conn, instanceId)
+            death
+                .apply(conn)
                 .chain(
                     dead -> {
                       if (dead.isEmpty()) {
@@ -90,8 +133,14 @@ public class Reaper {
                       }
                       InstanceService.Dead d = dead.get();
                       LOG.infof(
-                          "instance %s of namespace %s declared dead (lease expired at %s)",
-                          d.instanceId(), d.namespace(), d.leaseExpiredAt());
+                          "instance %s of namespace %s declared dead (%s at %s)",
+                          d.instanceId(), d.namespace(), proof.label, d.leaseExpiredAt());
+                      Counter.builder("rollcall.instances.dead")
+                          .description("Instances declared dead, by the proof the death rested on")
+                          .tag("namespace", d.namespace())
+                          .tag("proof", proof.label)
+                          .register(meters)
+                          .increment();
                       return takeovers
                           .open(
                               conn,

@@ -10,6 +10,7 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -35,9 +36,16 @@ public class InstanceService {
   private final Ownership ownership;
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
+  private final SessionLiveness sessions;
 
-  InstanceService(Pool pool, Ownership ownership, RollcallConfig config, RecoveryMetrics metrics) {
+  InstanceService(
+      Pool pool,
+      Ownership ownership,
+      RollcallConfig config,
+      RecoveryMetrics metrics,
+      SessionLiveness sessions) {
     this.pool = pool;
+    this.sessions = sessions;
     this.ownership = ownership;
     this.config = config;
     this.metrics = metrics;
@@ -92,7 +100,8 @@ public class InstanceService {
                 + " (id, namespace, deployment_id, name, worker_ids, token_hash, lease_expires_at)"
                 + " VALUES (gen_random_uuid(), $1, $2, $3, $4, $5,"
                 + " now() + $6::bigint * interval '1 millisecond')"
-                + " RETURNING id, lease_expires_at")
+                + " RETURNING id, lease_expires_at,"
+                + " rollcall.session_lock_objid(id) AS session_lock_objid")
         .execute(
             Tuple.of(
                 namespace,
@@ -108,7 +117,11 @@ public class InstanceService {
               LOG.infof(
                   "instance %s registered in namespace %s (deployment %s, name %s)",
                   id, namespace, deploymentId, name);
-              return new Registration(id, token, row.getOffsetDateTime("lease_expires_at"));
+              return new Registration(
+                  id,
+                  token,
+                  row.getOffsetDateTime("lease_expires_at"),
+                  row.getInteger("session_lock_objid"));
             });
   }
 
@@ -187,16 +200,22 @@ public class InstanceService {
    * transaction. The renewal also tells whether recovery work is open for the instance, so the hot
    * heartbeat path stays two statements at most.
    */
-  public Uni<Heartbeat> heartbeat(Caller caller, Optional<List<String>> inFlight) {
+  public Uni<Heartbeat> heartbeat(
+      Caller caller,
+      Optional<List<String>> inFlight,
+      Optional<SessionLiveness.SessionReport> session) {
     long started = System.nanoTime();
-    return renew(caller, inFlight)
+    return renew(caller, inFlight, session)
         .invoke(
             beat ->
                 metrics.heartbeat(
                     caller.namespace(), Duration.ofNanos(System.nanoTime() - started)));
   }
 
-  private Uni<Heartbeat> renew(Caller caller, Optional<List<String>> inFlight) {
+  private Uni<Heartbeat> renew(
+      Caller caller,
+      Optional<List<String>> inFlight,
+      Optional<SessionLiveness.SessionReport> session) {
     return pool.withTransaction(
         conn ->
             conn.preparedQuery(
@@ -229,9 +248,17 @@ public class InstanceService {
                               row.getOffsetDateTime("lease_expires_at"),
                               row.getBoolean("recovery_pending"),
                               Optional.ofNullable(peerExpiresInMs).map(this::recheckAfterMs));
-                      return inFlight.isEmpty()
-                          ? Uni.createFrom().item(beat)
-                          : ownership.replace(conn, caller, inFlight.get()).replaceWith(beat);
+                      Uni<Void> reported =
+                          session
+                              .map(r -> sessions.record(conn, caller.instanceId(), r))
+                              .orElse(Uni.createFrom().voidItem());
+                      return reported.chain(
+                          () ->
+                              inFlight.isEmpty()
+                                  ? Uni.createFrom().item(beat)
+                                  : ownership
+                                      .replace(conn, caller, inFlight.get())
+                                      .replaceWith(beat));
                     }));
   }
 
@@ -290,7 +317,10 @@ public class InstanceService {
             });
   }
 
-  /** A live instance whose lease expired, now declared dead. */
+  /**
+   * A live instance now declared dead. {@code leaseExpiredAt}: when it died by the proof used, its
+   * lease expiry or the first sighting of its lost session.
+   */
   public record Dead(
       UUID instanceId, String namespace, List<String> workerIds, OffsetDateTime leaseExpiredAt) {}
 
@@ -317,19 +347,21 @@ public class InstanceService {
                 + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
                 + " RETURNING id, namespace, worker_ids, lease_expires_at")
         .execute(Tuple.of(instanceId))
-        .map(
-            rows -> {
-              if (rows.size() == 0) {
-                return Optional.empty();
-              }
-              Row r = rows.iterator().next();
-              return Optional.of(
-                  new Dead(
-                      r.getUUID("id"),
-                      r.getString("namespace"),
-                      List.of(r.getArrayOfStrings("worker_ids")),
-                      r.getOffsetDateTime("lease_expires_at")));
-            });
+        .map(InstanceService::dead);
+  }
+
+  /** The instance a guarded death statement returned, or empty when it lost its race. */
+  static Optional<Dead> dead(RowSet<Row> rows) {
+    if (rows.size() == 0) {
+      return Optional.empty();
+    }
+    Row r = rows.iterator().next();
+    return Optional.of(
+        new Dead(
+            r.getUUID("id"),
+            r.getString("namespace"),
+            List.of(r.getArrayOfStrings("worker_ids")),
+            r.getOffsetDateTime("lease_expires_at")));
   }
 
   /** The queue worker ids an instance registered. */

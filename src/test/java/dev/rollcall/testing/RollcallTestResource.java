@@ -35,6 +35,7 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     config.putAll(SourceTables.namespaceSettings());
     // Tests drive the reaper one pass at a time (Reaper.runOnce).
     config.put("rollcall.reaper-interval", "off");
+    config.put("rollcall.liveness.check-interval", "off");
     config.put("rollcall.sweep.interval", "off");
     config.put("rollcall.admin.token", ADMIN_TOKEN);
     // Low enough that a test can see the rate bound act.
