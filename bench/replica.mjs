@@ -10,6 +10,7 @@
 //   waitForGo    print "ready", then wait for a line "go" on stdin before recovering (timing)
 //   inFlight     run ids this replica reports as executing for its whole life (rollcall mode)
 //   stayAlive    after recovery, keep running (heartbeating) until killed or told "leave"
+//   sessionLock  false: no session lock (the lease alone notices a death); default on
 //   enqueueDelayMs  (rollcall mode) a pause around each batch's enqueue, half before it and half
 //                between the enqueue and the complete, so that a recovery lasts long enough for
 //                the chaos suite's kills to land inside batches on both sides of their enqueue;
@@ -90,10 +91,14 @@ const client = startRecovery({
   name: config.name,
   maxRuns: config.maxRuns,
   enqueue,
+  // The session lock (on unless the driver says sessionLock: false): a kill is seen in a second.
+  connectionString: config.dbUrl,
+  sessionLock: config.sessionLock === false ? false : undefined,
   logger: config.verbose ? undefined : false,
 });
 for (const runId of config.inFlight ?? []) client.tracker.begin(runId);
 client.on('registered', (e) => out('registered', { instanceId: e.instanceId }));
+client.on('session-lock', (e) => out('session-lock', { instanceId: e.instanceId, state: e.state, reason: e.reason, pid: e.pid }));
 client.on('batch', (b) => out('batch', { batchId: b.batchId, fence: b.fence, runs: b.runs, epochKind: b.epochKind }));
 client.on('complete-refused', (b) => out('complete-refused', { batchId: b.batchId, status: b.status }));
 
