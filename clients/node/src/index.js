@@ -6,3 +6,4 @@ export { graphileEnqueuer, jobSpecs, workflowMessage, routeOf, newMessageId } fr
 export { trackWorld, startWorldWithoutRecovery, runIdOfMessage } from './world.js';
 export { jsonLogger, silentLogger } from './log.js';
 export { monotonicUlid } from './ulid.js';
+export { openSession } from './session-lock.js';

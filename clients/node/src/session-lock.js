@@ -208,16 +208,20 @@ export function sessionConnector(options) {
   if (typeof sessionLock === 'function') return sessionLock;
   const url = connectionString ?? pool?.options?.connectionString;
   if (!url) return null;
-  return async () => {
-    const Client = pool?.Client ?? (await import('pg')).default.Client;
-    // keepAlive: a session behind a dead network path ends within the kernel's keepalive time.
-    const client = new Client({ connectionString: url, application_name: 'rollcall-session-lock', keepAlive: true });
-    try {
-      await client.connect();
-    } catch (error) {
-      client.end().catch(() => {});
-      throw error;
-    }
-    return client;
-  };
+  return async () => openSession(pool?.Client ?? (await import('pg')).default.Client, url);
+}
+
+/**
+ * A connected session of its own, made with the given pg `Client` class: TCP keepalive on, so a
+ * session behind a dead network path ends within the kernel's keepalive time.
+ */
+export async function openSession(Client, connectionString) {
+  const client = new Client({ connectionString, application_name: 'rollcall-session-lock', keepAlive: true });
+  try {
+    await client.connect();
+  } catch (error) {
+    client.end().catch(() => {});
+    throw error;
+  }
+  return client;
 }
