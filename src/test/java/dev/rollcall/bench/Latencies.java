@@ -1,5 +1,8 @@
 package dev.rollcall.bench;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -56,5 +59,18 @@ final class Latencies {
     List<Long> ms = new ArrayList<>(samples);
     Collections.sort(ms);
     return ms;
+  }
+
+  /**
+   * The 1, 5 and 15 minute load averages (Linux): figures measured beside other work are not
+   * comparable.
+   */
+  static String loadAverage() {
+    try {
+      String[] f = Files.readString(Path.of("/proc/loadavg")).split(" ");
+      return f[0] + " " + f[1] + " " + f[2];
+    } catch (IOException | RuntimeException e) {
+      return "unknown";
+    }
   }
 }
