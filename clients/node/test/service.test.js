@@ -9,7 +9,7 @@ import { WorkflowInvokePayloadSchema } from '@workflow/world';
 import { graphileEnqueuer, startRecovery, startWorldWithoutRecovery, trackWorld, createTracker } from '../src/index.js';
 import { addForeignJobs, jobs, pool as makePool, seedRuns } from './support/db.js';
 import { killAll, resultOf, spawnClient } from './support/processes.js';
-import { freePort, NAMESPACE, SECRET, setUpEngineSchemas, startService, waitReady } from './support/service.js';
+import { freePort, NAMESPACE, SECRET, startServiceWithEngine } from './support/service.js';
 
 // The engine's own MessageData schema: not exported by the package, so loaded from its dist.
 const { MessageData } = await import(new URL('./message.js', import.meta.resolve('@workflow/world-postgres')));
@@ -18,9 +18,7 @@ let service;
 let db;
 
 before(async () => {
-  service = await startService();
-  await setUpEngineSchemas(service.dbUrl);
-  await waitReady(service);
+  service = await startServiceWithEngine();
   db = makePool(service.dbUrl);
 });
 

@@ -10,7 +10,7 @@ import { SessionLock, openSession } from '../src/session-lock.js';
 import { startRecovery } from '../src/index.js';
 import { pool as makePool } from './support/db.js';
 import { killAll, spawnClient } from './support/processes.js';
-import { NAMESPACE, SECRET, setUpEngineSchemas, startService, waitReady } from './support/service.js';
+import { NAMESPACE, SECRET, startServiceWithEngine } from './support/service.js';
 
 const CLASS_ID = 0x52434c4c;
 const silent = { info() {}, warn() {}, error() {}, debug() {} };
@@ -20,7 +20,7 @@ let db;
 
 before(async () => {
   // A lease far longer than the test: only the session can prove a death here.
-  service = await startService({
+  service = await startServiceWithEngine({
     env: {
       ROLLCALL_LEASE_TTL: '60s',
       ROLLCALL_HEARTBEAT_INTERVAL: '500ms',
@@ -28,8 +28,6 @@ before(async () => {
       ROLLCALL_LIVENESS_RESTART_GRACE: '0s',
     },
   });
-  await setUpEngineSchemas(service.dbUrl);
-  await waitReady(service);
   db = makePool(service.dbUrl);
 });
 

@@ -48,9 +48,16 @@ public class Reaper {
       every = "${rollcall.reaper-interval:1s}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return runOnce()
-        .onFailure()
-        .invoke(e -> LOG.warnf("reaper pass failed, retrying next pass: %s", e.toString()))
+    return survive(runOnce(), "reaper pass");
+  }
+
+  /**
+   * A scheduled pass that never dies of a failure: logged, and the next pass tries again. The
+   * failure decides nothing.
+   */
+  static Uni<Void> survive(Uni<Pass> pass, String what) {
+    return pass.onFailure()
+        .invoke(e -> LOG.warnf("%s failed, retrying next pass: %s", what, e.toString()))
         .onFailure()
         .recoverWithNull()
         .replaceWithVoid();

@@ -6,7 +6,6 @@ import dev.rollcall.registry.SessionLiveness.Rules;
 import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
-import org.jboss.logging.Logger;
 
 /**
  * The fast path of the reaper: every {@code rollcall.liveness.check-interval}, instances whose
@@ -17,8 +16,6 @@ import org.jboss.logging.Logger;
  */
 @ApplicationScoped
 public class SessionReaper {
-
-  private static final Logger LOG = Logger.getLogger(SessionReaper.class);
 
   private final SessionLiveness sessions;
   private final Reaper reaper;
@@ -35,12 +32,7 @@ public class SessionReaper {
       every = "${rollcall.liveness.check-interval:250ms}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return runOnce()
-        .onFailure()
-        .invoke(e -> LOG.warnf("session check failed, deciding nothing: %s", e.toString()))
-        .onFailure()
-        .recoverWithNull()
-        .replaceWithVoid();
+    return Reaper.survive(runOnce(), "session check");
   }
 
   /** One check with the rules in force. */
