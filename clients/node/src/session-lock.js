@@ -148,6 +148,7 @@ export class SessionLock {
         this.#unavailable('pooled', 'the lock is not held by this session: a transaction-pooling proxy?');
         return;
       }
+      if (this.#closed) return; // stopped meanwhile: close() ended this session
       this.#pid = rows[0].pid;
       this.#lastPid = this.#pid;
       this.#reconnected = this.#sessions++ > 0;

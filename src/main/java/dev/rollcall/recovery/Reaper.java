@@ -130,30 +130,35 @@ public class Reaper {
    */
   Uni<Boolean> reap(Proof proof, Function<SqlClient, Uni<Optional<InstanceService.Dead>>> death) {
     return pool.withTransaction(
-        conn ->
-            death
-                .apply(conn)
-                .chain(
-                    dead -> {
-                      if (dead.isEmpty()) {
-                        return Uni.createFrom().item(false);
-                      }
-                      InstanceService.Dead d = dead.get();
-                      LOG.infof(
-                          "instance %s of namespace %s declared dead (%s at %s)",
-                          d.instanceId(), d.namespace(), proof.label, d.leaseExpiredAt());
-                      Counter.builder("rollcall.instances.dead")
-                          .description("Instances declared dead, by the proof the death rested on")
-                          .tag("namespace", d.namespace())
-                          .tag("proof", proof.label)
-                          .register(meters)
-                          .increment();
-                      return takeovers
-                          .open(
-                              conn,
-                              new Takeovers.Subject(
-                                  d.instanceId(), d.namespace(), d.workerIds(), d.leaseExpiredAt()))
-                          .replaceWith(true);
-                    }));
+            conn ->
+                death
+                    .apply(conn)
+                    .call(
+                        dead ->
+                            dead.map(
+                                    d ->
+                                        takeovers.open(
+                                            conn,
+                                            new Takeovers.Subject(
+                                                d.instanceId(),
+                                                d.namespace(),
+                                                d.workerIds(),
+                                                d.leaseExpiredAt())))
+                                .orElse(Uni.createFrom().nullItem())))
+        // Counted once committed: a death rolled back with its takeover is retried, not counted.
+        .invoke(dead -> dead.ifPresent(d -> declared(proof, d)))
+        .map(Optional::isPresent);
+  }
+
+  private void declared(Proof proof, InstanceService.Dead d) {
+    LOG.infof(
+        "instance %s of namespace %s declared dead (%s at %s)",
+        d.instanceId(), d.namespace(), proof.label, d.leaseExpiredAt());
+    Counter.builder("rollcall.instances.dead")
+        .description("Instances declared dead, by the proof the death rested on")
+        .tag("namespace", d.namespace())
+        .tag("proof", proof.label)
+        .register(meters)
+        .increment();
   }
 }

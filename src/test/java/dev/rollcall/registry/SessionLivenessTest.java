@@ -26,6 +26,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.postgresql.PGConnection;
 
 /**
  * The session-lock fast path against a real PostgreSQL: a JDBC connection stands for the client's
@@ -115,7 +116,39 @@ class SessionLivenessTest extends ApiTestBase {
         .get(0);
   }
 
-  Reaper.Pass check(Rules rules) {
+  /**
+   * Waits until the backend of every closed test session has exited: a closed JDBC connection's
+   * backend releases its locks a moment after the close returns.
+   */
+  void awaitEnded() throws InterruptedException {
+    List<String> open = new ArrayList<>();
+    for (Connection c : opened) {
+      try {
+        if (!c.isClosed()) {
+          open.add(String.valueOf(c.unwrap(PGConnection.class).getBackendPID()));
+        }
+      } catch (SQLException closedMeanwhile) {
+        // not open
+      }
+    }
+    for (int i = 0; i < 500; i++) {
+      long lingering =
+          Db.number(
+              "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+                  + " AND classid = "
+                  + SessionLiveness.CLASS_ID
+                  + "::oid AND NOT (pid::text = ANY (?::text[]))",
+              (Object) open.toArray(String[]::new));
+      if (lingering == 0) {
+        return;
+      }
+      Thread.sleep(10);
+    }
+    throw new AssertionError("closed test sessions still hold their locks");
+  }
+
+  Reaper.Pass check(Rules rules) throws InterruptedException {
+    awaitEnded();
     return sessions.runOnce(rules).await().indefinitely();
   }
 
