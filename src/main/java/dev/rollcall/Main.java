@@ -7,6 +7,7 @@ import io.quarkus.runtime.QuarkusApplication;
 import io.quarkus.runtime.annotations.QuarkusMain;
 import java.util.HashMap;
 import java.util.Map;
+import org.jboss.logging.Logger;
 
 /**
  * Starts the service on its configured database. Only when asked for ({@code -Drollcall.demo=true}
@@ -35,7 +36,7 @@ public class Main {
         Service.class,
         (code, failure) -> {
           if (failure != null) {
-            failure.printStackTrace();
+            Logger.getLogger(Main.class).error("Rollcall stopped on a failure", failure);
           }
           if (embedded != null) {
             embedded.close();
