@@ -183,7 +183,8 @@ public class ClaimService {
                       : Duration.ofNanos(left).toMillis();
               return waiter
                   .await(Duration.ofMillis(Math.max(1, nap)))
-                  .invoke(woken -> wakeups.forget(waiter, true))
+                  // A notice that came just after the timeout is passed on, not lost.
+                  .invoke(woken -> wakeups.forget(waiter, woken))
                   .chain(woken -> held(caller, maxRuns, deadline, idle, woken));
             });
   }

@@ -59,10 +59,14 @@ public class Wakeups {
       this.namespace = namespace;
     }
 
-    /** Completes with true when woken by a notice, with false after {@code timeout}. */
+    /**
+     * Completes with true when woken by a notice, with false after {@code timeout}. The timeout
+     * cancels a copy, never {@code woken} itself: a cancelled {@code woken} could no longer be
+     * woken (the notice would be lost) and would throw from {@link #wasWoken()}.
+     */
     public Uni<Boolean> await(Duration timeout) {
       return Uni.createFrom()
-          .completionStage(woken)
+          .completionStage(woken::copy)
           .ifNoItem()
           .after(timeout)
           .recoverWithItem(false);

@@ -109,7 +109,8 @@ class TwoReplicasIT {
     CompletableFuture<Api.Reply> held =
         CompletableFuture.supplyAsync(() -> viaA.claimHeld(peer, 1000, 20_000, false));
     Thread.sleep(500);
-    assertTrue(!held.isDone(), "the claim is held while the leaver holds the batch");
+    assertTrue(
+        !held.isDone(), () -> "the claim is held while the leaver holds the batch: " + early(held));
     long t0 = System.nanoTime();
     viaB.complete(leaver, all, List.of()).expect(200);
     Api.Reply done = held.get(20, java.util.concurrent.TimeUnit.SECONDS).expect(200);
@@ -123,7 +124,8 @@ class TwoReplicasIT {
     CompletableFuture<Api.Reply> idle =
         CompletableFuture.supplyAsync(() -> viaA.claimHeld(peer, 1000, 20_000, true));
     Thread.sleep(500);
-    assertTrue(!idle.isDone(), "an idle claim is held while there is no work");
+    assertTrue(
+        !idle.isDone(), () -> "an idle claim is held while there is no work: " + early(idle));
     long t1 = System.nanoTime();
     viaB.leave(leaver, inFlight).expect(204);
     Api.Reply takeover = idle.get(20, java.util.concurrent.TimeUnit.SECONDS).expect(200);
@@ -232,5 +234,15 @@ class TwoReplicasIT {
     System.out.printf(
         "replica killed mid-epoch: %d runs recovered, %d extra hand-outs from expired leases, %d ms%n",
         out.handedOut().size(), duplicates, out.wallMillis());
+  }
+
+  /** What a claim that should still be held answered: for the failure message. */
+  private static String early(CompletableFuture<Api.Reply> claim) {
+    try {
+      Api.Reply r = claim.getNow(null);
+      return r == null ? "(nothing)" : r.status() + " " + r.body();
+    } catch (RuntimeException e) {
+      return e.toString();
+    }
   }
 }
