@@ -43,6 +43,13 @@ public interface RollcallConfig {
   }
 
   /**
+   * How often queue locks that no live instance owns up to are looked for and released: a duration
+   * (rounded to whole reaper intervals), or {@code off} (then such locks wait for the queue's own
+   * expiry). Default: half the activity fence, since a lock is an orphan only once older than it.
+   */
+  Optional<String> orphanedLocksInterval();
+
+  /**
    * Runs with engine activity more recent than this are not re-driven yet (reason {@code
    * recently-active}): a peer may have just started them and not yet reported them. Default: two
    * heartbeat intervals.

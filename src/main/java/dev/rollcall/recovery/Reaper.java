@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.registry.InstanceService;
@@ -11,6 +12,7 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jboss.logging.Logger;
@@ -78,19 +80,28 @@ public class Reaper {
       every = "${rollcall.reaper-interval:1s}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduledOrphans() {
-    if (passes++ % orphanEvery() != 0) {
+    long every = orphanEvery();
+    if (every == 0 || passes++ % every != 0) {
       return Uni.createFrom().voidItem();
     }
     return releaseOrphans().replaceWithVoid();
   }
 
   /**
-   * Every how many passes orphaned locks are looked for: about twice per activity fence (a lock is
-   * an orphan only once older than the fence), since the look reads the namespace's locked jobs.
+   * Every how many ticks of the reaper's interval orphaned locks are looked for: {@code
+   * rollcall.orphaned-locks-interval}, by default about twice per activity fence (a lock is an
+   * orphan only once older than the fence), since the look reads the namespace's locked jobs; 0
+   * when switched off.
    */
   private long orphanEvery() {
     long reaperMs = config.reaperEvery().orElse(java.time.Duration.ofSeconds(1)).toMillis();
-    return Math.max(1, config.effectiveActivityFence().toMillis() / 2 / Math.max(1, reaperMs));
+    java.time.Duration every =
+        config
+            .orphanedLocksInterval()
+            .map(Intervals::orOff)
+            .orElse(Optional.of(config.effectiveActivityFence().dividedBy(2)))
+            .orElse(null);
+    return every == null ? 0 : Math.max(1, every.toMillis() / Math.max(1, reaperMs));
   }
 
   /**
