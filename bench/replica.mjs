@@ -10,6 +10,8 @@
 //   waitForGo    print "ready", then wait for a line "go" on stdin before recovering (timing)
 //   inFlight     run ids this replica reports as executing for its whole life (rollcall mode)
 //   stayAlive    after recovery, keep running (heartbeating) until killed or told "leave"
+//   withoutEngine  (rollcall mode) the client alone, no engine world in the process
+//   sessionLock  false: no session lock (the lease alone notices a death); default on
 //   enqueueDelayMs  (rollcall mode) a pause around each batch's enqueue, half before it and half
 //                between the enqueue and the complete, so that a recovery lasts long enough for
 //                the chaos suite's kills to land inside batches on both sides of their enqueue;
@@ -21,7 +23,7 @@ import { createInterface } from 'node:readline';
 import { reenqueueActiveRuns } from '@workflow/world';
 import { createWorld } from '@workflow/world-postgres';
 import pg from 'pg';
-import { graphileEnqueuer, startRecovery, startWorldWithoutRecovery } from '../clients/node/src/index.js';
+import { graphileEnqueuer, openSession, startRecovery, startWorldWithoutRecovery } from '../clients/node/src/index.js';
 
 const config = JSON.parse(process.env.ROLLCALL_BENCH_REPLICA);
 const out = (event, fields = {}) => process.stdout.write(JSON.stringify({ event, t: Date.now(), ...fields }) + '\n');
@@ -38,8 +40,12 @@ const nextCommand = async () => {
   return done ? null : value.trim();
 };
 
-const world = createWorld({ connectionString: config.dbUrl, jobPrefix: 'workflow_', queueConcurrency: 1, maxPoolSize: 2 });
-await startWorldWithoutRecovery(world);
+// withoutEngine: the client alone (the liveness suite restarts PostgreSQL, which the engine's
+// processes do not survive: an unhandled 'error' on its LISTEN connection ends them).
+const world = config.withoutEngine
+  ? null
+  : createWorld({ connectionString: config.dbUrl, jobPrefix: 'workflow_', queueConcurrency: 1, maxPoolSize: 2 });
+if (world) await startWorldWithoutRecovery(world);
 const pool = config.mode === 'rollcall' ? new pg.Pool({ connectionString: config.dbUrl, max: 2 }) : null;
 // An idle connection the database drops (a restart) is discarded by the pool; without a listener
 // its 'error' event would end the process.
@@ -90,10 +96,14 @@ const client = startRecovery({
   name: config.name,
   maxRuns: config.maxRuns,
   enqueue,
+  // The session lock (on unless the driver says sessionLock: false): a kill is seen in a second.
+  // Its session comes from this package's pg, the one the replica's pool uses.
+  sessionLock: config.sessionLock === false ? false : () => openSession(pg.Client, config.dbUrl),
   logger: config.verbose ? undefined : false,
 });
 for (const runId of config.inFlight ?? []) client.tracker.begin(runId);
 client.on('registered', (e) => out('registered', { instanceId: e.instanceId }));
+client.on('session-lock', (e) => out('session-lock', { instanceId: e.instanceId, state: e.state, reason: e.reason, pid: e.pid }));
 client.on('batch', (b) => out('batch', { batchId: b.batchId, fence: b.fence, runs: b.runs, epochKind: b.epochKind }));
 client.on('complete-refused', (b) => out('complete-refused', { batchId: b.batchId, status: b.status }));
 
@@ -112,5 +122,5 @@ if (config.stayAlive) {
 await client.stop();
 await pool.end();
 out('result', result);
-await world.close().catch(() => {});
+await world?.close().catch(() => {});
 process.exit(0);

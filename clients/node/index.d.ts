@@ -105,6 +105,32 @@ export interface RecoveryOptionsBase {
   onFenced?: (event: FencedEvent) => void;
   /** A fetch implementation; default the global one. */
   fetch?: typeof fetch;
+  /**
+   * The database's connection string (the engine's, e.g. `WORKFLOW_POSTGRES_URL`). Given (or the
+   * given `pool`'s), the client holds its session lock in a dedicated session of its own.
+   */
+  connectionString?: string;
+  /**
+   * The session lock: `false` turns it off; a function returning a connected pg Client supplies
+   * the dedicated session. Default: on when a connection string is known.
+   */
+  sessionLock?: false | (() => Promise<SessionClient>);
+}
+
+/** A dedicated database session (a pg `Client`, never a pool). */
+export interface SessionClient extends Queryable {
+  on(event: 'error' | 'end', fn: (error?: Error) => void): unknown;
+  end(): Promise<void>;
+}
+
+export type SessionLockState = 'held' | 'lost' | 'unavailable' | 'off';
+
+export interface SessionLockEvent {
+  instanceId: string;
+  state: Exclude<SessionLockState, 'off'>;
+  /** Why it is not held: `connecting`, `session-ended`, `taken` (a key collision), `pooled`, `error`. */
+  reason: string | null;
+  pid: number | null;
 }
 
 export interface RecoveryOptionsWithEnqueue extends RecoveryOptionsBase {
@@ -181,6 +207,7 @@ export interface RecoveryEvents {
   fallback: { mode: 'skip' | 'local'; error: unknown };
   failed: { error: RollcallError };
   stopped: { stats: RecoveryStats };
+  'session-lock': SessionLockEvent;
 }
 
 export type RecoveryState = 'new' | 'registering' | 'active' | 'fenced' | 'fallback' | 'failed' | 'stopping' | 'stopped';
@@ -194,6 +221,8 @@ export declare class RecoveryClient {
   readonly stats: RecoveryStats;
   readonly state: RecoveryState;
   readonly instanceId: string | null;
+  /** The session lock of the current registration. */
+  readonly sessionLock: SessionLockState;
   on<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
   once<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
   off<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): void;
@@ -209,6 +238,12 @@ export declare class RecoveryClient {
 
 /** Starts taking part in shared recovery; returns at once. */
 export declare function startRecovery(options: RecoveryOptions): RecoveryClient;
+
+/** A connected session of its own, made with the given pg `Client` class (TCP keepalive on). */
+export declare function openSession(
+  Client: new (config: object) => SessionClient & { connect(): Promise<void> },
+  connectionString: string,
+): Promise<SessionClient>;
 
 export declare class RollcallError extends Error {
   readonly type: string;

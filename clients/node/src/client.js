@@ -4,6 +4,7 @@ import { RollcallError } from './errors.js';
 import { graphileEnqueuer } from './graphile.js';
 import { RollcallApi } from './http.js';
 import { toLogger } from './log.js';
+import { SessionLock, sessionConnector } from './session-lock.js';
 import { toInFlightSource } from './tracker.js';
 
 const DEFAULTS = {
@@ -74,6 +75,7 @@ export class RecoveryClient {
   #settleRecovered;
   #recoveredSettled = false;
   #unhook = [];
+  #connectSession;
 
   /** Resolves once, with how this boot's recovery ended; never rejects. */
   recovered;
@@ -106,6 +108,7 @@ export class RecoveryClient {
         ? o.enqueue
         : graphileEnqueuer({ pool: o.pool, jobPrefix: o.jobPrefix, schema: o.graphileSchema });
     this.#inFlight = toInFlightSource(o.inFlight);
+    this.#connectSession = sessionConnector(o);
     this.recovered = new Promise((resolve) => {
       this.#settleRecovered = resolve;
     });
@@ -130,6 +133,15 @@ export class RecoveryClient {
    */
   get state() {
     return this.#state;
+  }
+
+  /**
+   * The session lock of the current registration: `held`, `lost` (reconnecting), `unavailable`
+   * (the service keeps the lease for this instance), or `off` (no connection string, or disabled).
+   */
+  get sessionLock() {
+    const lock = this.#session && !this.#session.closed ? this.#session.lock : null;
+    return lock ? lock.state : 'off';
   }
 
   /** The current instance id, or null while not registered. */
@@ -293,6 +305,8 @@ export class RecoveryClient {
       fenceTimer: null,
       heartbeatTimer: null,
       recheckTimer: null,
+      lock: null,
+      beatAgain: false,
     };
     if (this.#stopping) {
       // Registered while stopping: leave at once rather than hold a lease nobody renews.
@@ -303,6 +317,20 @@ export class RecoveryClient {
     this.#session = session;
     this.#state = 'active';
     this.#counters.registrations++;
+    if (answer.sessionLock && this.#connectSession) {
+      // Held in the background; every change is reported at once, with an extra heartbeat.
+      session.lock = new SessionLock({
+        connect: this.#connectSession,
+        keys: answer.sessionLock,
+        log: this.#log,
+        onChange: () => {
+          const lock = session.lock;
+          this.#emit('session-lock', { instanceId: session.instanceId, state: lock.state, reason: lock.reason, pid: lock.pid });
+          this.#heartbeat(session);
+        },
+      });
+      session.lock.start();
+    }
     this.#armFence(session);
     session.heartbeatTimer = setInterval(() => this.#heartbeat(session), session.heartbeatIntervalMs);
     this.#log.info('registered with rollcall', {
@@ -329,13 +357,24 @@ export class RecoveryClient {
   }
 
   async #heartbeat(session) {
-    if (session.closed || session.beating) return;
+    if (session.closed) return;
+    if (session.beating) {
+      session.beatAgain = true; // a session lock change arrived mid-beat: report it right after
+      return;
+    }
     session.beating = true;
     const sentAt = now();
     try {
       // Bounded so that one lost request costs at most one skipped beat, not the lease.
       const timeout = Math.min(this.#o.requestTimeoutMs, session.leaseTtlMs, 2 * session.heartbeatIntervalMs);
-      const answer = await this.#api.heartbeat(session.token, session.instanceId, this.#inFlightSet(), timeout);
+      if (session.lock) await withinMs(session.lock.verify(), Math.min(1_000, session.heartbeatIntervalMs / 3));
+      const answer = await this.#api.heartbeat(
+        session.token,
+        session.instanceId,
+        this.#inFlightSet(),
+        timeout,
+        session.lock?.report(),
+      );
       if (session.closed) return; // fenced meanwhile: the app was told; stay fenced
       session.leaseDeadline = sentAt + session.leaseTtlMs;
       this.#armFence(session);
@@ -356,6 +395,10 @@ export class RecoveryClient {
       }
     } finally {
       session.beating = false;
+      if (session.beatAgain && !session.closed) {
+        session.beatAgain = false;
+        this.#heartbeat(session);
+      }
     }
   }
 
@@ -396,6 +439,7 @@ export class RecoveryClient {
     clearTimeout(session.fenceTimer);
     clearTimeout(session.recheckTimer);
     clearInterval(session.heartbeatTimer);
+    session.lock?.close();
     this.#counters.fencedEvents++;
     if (this.#stopping) return;
     this.#state = 'fenced';
@@ -597,6 +641,10 @@ export class RecoveryClient {
       } catch (error) {
         this.#log.warn('leaving failed; the lease will simply expire', { error, instanceId: session.instanceId });
       }
+      // Released after the leave, so the service never takes a departure for a crash. An exiting
+      // process keeps it: its executions run until it exits, and the lock ends with the process,
+      // which is the exact moment its takeover may start.
+      if (!exiting) await session.lock?.close();
     }
     this.#state = 'stopped';
     this.#settle({ status: 'stopped' });
@@ -657,6 +705,14 @@ function isGone(error) {
 export function backoff(attempt, base = BACKOFF_BASE_MS, max = BACKOFF_MAX_MS) {
   const ceiling = Math.min(max, base * 2 ** Math.min(attempt - 1, 20));
   return ceiling / 2 + Math.random() * (ceiling / 2);
+}
+
+/** Waits for `promise`, but no longer than `ms`. */
+function withinMs(promise, ms) {
+  let timer;
+  return Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
 }
 
 function sleepPlain(ms) {

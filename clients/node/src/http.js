@@ -41,8 +41,9 @@ export class RollcallApi {
     return this.#call('complete', 'POST', `/recovery/batches/${batchId}/complete`, token, body, [200]);
   }
 
-  heartbeat(token, instanceId, inFlight, timeoutMs) {
+  heartbeat(token, instanceId, inFlight, timeoutMs, sessionLock) {
     const body = inFlight ? { inFlight } : {};
+    if (sessionLock) body.sessionLock = sessionLock;
     return this.#call(
       'heartbeat',
       'POST',

@@ -6,3 +6,4 @@ export { graphileEnqueuer, jobSpecs, workflowMessage, routeOf, newMessageId, isM
 export { trackWorld, startWorldWithoutRecovery, runIdOfMessage, messageIdOf } from './world.js';
 export { jsonLogger, silentLogger } from './log.js';
 export { monotonicUlid } from './ulid.js';
+export { openSession } from './session-lock.js';

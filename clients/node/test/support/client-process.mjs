@@ -6,6 +6,7 @@
 //   waitForGo           wait for a line "go" on stdin before starting (benchmark timing)
 //   inFlight            run ids this replica reports as executing (tracker.begin) for its lifetime
 //   stayAlive           after recovery, keep running (heartbeating) until killed
+//   sessionLock         hold the session lock (the client's own session from dbUrl)
 import { createInterface } from 'node:readline';
 import pg from 'pg';
 import { graphileEnqueuer, startRecovery } from '../../src/index.js';
@@ -44,6 +45,7 @@ const client = startRecovery({
   name: config.name,
   maxRuns: config.maxRuns,
   enqueue,
+  connectionString: config.sessionLock ? config.dbUrl : undefined,
   logger: config.verbose ? undefined : false,
 });
 for (const runId of config.inFlight ?? []) client.tracker.begin(runId);

@@ -168,3 +168,11 @@ export async function waitReady(service, timeoutMs = 60_000) {
     await new Promise((r) => setTimeout(r, 250));
   }
 }
+
+/** The service with the engine's schemas built in its database, once it is ready. */
+export async function startServiceWithEngine(options) {
+  const service = await startService(options);
+  await setUpEngineSchemas(service.dbUrl);
+  await waitReady(service);
+  return service;
+}

@@ -6,11 +6,14 @@ import dev.rollcall.api.dto.Dtos.InFlightEntry;
 import dev.rollcall.api.dto.Dtos.LeaveRequest;
 import dev.rollcall.api.dto.Dtos.RegisterRequest;
 import dev.rollcall.api.dto.Dtos.RegisterResponse;
+import dev.rollcall.api.dto.Dtos.SessionLockKeys;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.recovery.Departures;
 import dev.rollcall.registry.InFlight;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.registry.Ownership;
+import dev.rollcall.registry.SessionLiveness;
+import dev.rollcall.registry.SessionLiveness.SessionReport;
 import io.smallrye.mutiny.Uni;
 import jakarta.ws.rs.Consumes;
 import jakarta.ws.rs.DELETE;
@@ -70,7 +73,8 @@ public class InstanceResource {
                     r.token(),
                     r.leaseExpiresAt(),
                     config.leaseTtl().toMillis(),
-                    config.heartbeatInterval().toMillis()));
+                    config.heartbeatInterval().toMillis(),
+                    new SessionLockKeys(SessionLiveness.CLASS_ID, r.sessionLockObjId())));
   }
 
   /** Renews the instance's lease. */
@@ -81,11 +85,13 @@ public class InstanceResource {
       @RestPath UUID id,
       HeartbeatRequest request) {
     Optional<List<InFlight>> inFlight = inFlight(request == null ? null : request.inFlight());
+    Optional<SessionReport> session =
+        Optional.ofNullable(request).map(HeartbeatRequest::sessionLock).map(Requests::session);
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
         .invoke(caller -> limiter.heartbeat(caller.instanceId()))
-        .chain(caller -> instances.heartbeat(caller, inFlight))
+        .chain(caller -> instances.heartbeat(caller, inFlight, session))
         .map(
             h ->
                 new HeartbeatResponse(

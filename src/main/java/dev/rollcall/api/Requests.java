@@ -1,9 +1,12 @@
 package dev.rollcall.api;
 
 import dev.rollcall.api.dto.Dtos.InFlightEntry;
+import dev.rollcall.api.dto.Dtos.SessionLockReport;
 import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.error.Problems.Unauthorized;
 import dev.rollcall.registry.InFlight;
+import dev.rollcall.registry.SessionLiveness;
+import dev.rollcall.registry.SessionLiveness.SessionReport;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -101,5 +104,19 @@ final class Requests {
       throw new Unauthorized("the bearer token is empty or too long");
     }
     return token;
+  }
+
+  /** A heartbeat's session lock report; {@code held} names the backend that holds it. */
+  static SessionReport session(SessionLockReport report) {
+    SessionLiveness.Report state =
+        SessionLiveness.Report.parse(report.state())
+            .orElseThrow(
+                () ->
+                    new InvalidRequest(
+                        "'sessionLock.state' must be one of held, unavailable, lost"));
+    if (state == SessionLiveness.Report.HELD && (report.pid() == null || report.pid() <= 0)) {
+      throw new InvalidRequest("'sessionLock.pid' is required when the lock is held");
+    }
+    return new SessionReport(state, report.pid(), Boolean.TRUE.equals(report.reconnected()));
   }
 }

@@ -80,6 +80,9 @@ public interface RollcallConfig {
   /** Retention: what is deleted once it is old enough, so that storage stays bounded. */
   Retention retention();
 
+  /** Liveness: the session-lock fast path beside the lease. */
+  Liveness liveness();
+
   /** Batches: how recovery work is cut and leased. */
   Batch batch();
 
@@ -97,6 +100,39 @@ public interface RollcallConfig {
 
   /** The recovery scopes this service serves, by name. */
   Map<String, NamespaceConfig> namespaces();
+
+  /**
+   * Liveness settings. An instance whose client holds its session lock is declared dead once the
+   * lock is seen missing for {@code loss-confirm}; the lease covers what a session cannot see.
+   */
+  interface Liveness {
+    /**
+     * How often the session locks of live instances are checked: a duration, or {@code off} (then
+     * only leases decide, as without a session lock).
+     */
+    @WithDefault("250ms")
+    String checkInterval();
+
+    /** The check's interval, or empty when it is {@code off} here. */
+    default Optional<Duration> checkEvery() {
+      return Intervals.orOff(checkInterval());
+    }
+
+    /** How long a lock must stay missing, seen by two checks, before its instance is dead. */
+    @WithDefault("1s")
+    Duration lossConfirm();
+
+    /** No session proof of death within this long after a registration or a reported reconnect. */
+    @WithDefault("5s")
+    Duration sessionGrace();
+
+    /**
+     * No session proof of death within this long after the database started ({@code
+     * pg_postmaster_start_time()}): a restart ended every session, and clients are reconnecting.
+     */
+    @WithDefault("30s")
+    Duration restartGrace();
+  }
 
   /** Batch settings. */
   interface Batch {

@@ -5,16 +5,20 @@ import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.source.RunSources;
+import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiFunction;
+import java.util.function.Function;
 import org.jboss.logging.Logger;
 
 /**
@@ -63,9 +67,16 @@ public class Reaper {
       every = "${rollcall.reaper-interval:1s}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return runOnce()
-        .onFailure()
-        .invoke(e -> LOG.warnf("reaper pass failed, retrying next pass: %s", e.toString()))
+    return survive(runOnce(), "reaper pass");
+  }
+
+  /**
+   * A scheduled pass that never dies of a failure: logged, and the next pass tries again. The
+   * failure decides nothing.
+   */
+  static Uni<Void> survive(Uni<Pass> pass, String what) {
+    return pass.onFailure()
+        .invoke(e -> LOG.warnf("%s failed, retrying next pass: %s", what, e.toString()))
         .onFailure()
         .recoverWithNull()
         .replaceWithVoid();
@@ -167,17 +178,31 @@ public class Reaper {
 
   /** One pass: tests call it directly instead of waiting for the schedule. */
   public Uni<Pass> runOnce() {
+    return instances
+        .expired(PER_PASS)
+        .chain(
+            ids ->
+                reapEach(
+                    ids, Proof.LEASE_EXPIRED, (conn, id) -> instances.markDeadIfExpired(conn, id)));
+  }
+
+  /**
+   * Reaps each instance in its own transaction, in order: one that fails is logged and left for the
+   * next pass, and never stops the others.
+   */
+  Uni<Pass> reapEach(
+      List<UUID> ids,
+      Proof proof,
+      BiFunction<SqlClient, UUID, Uni<Optional<InstanceService.Dead>>> death) {
     AtomicInteger reaped = new AtomicInteger();
     AtomicInteger lost = new AtomicInteger();
     AtomicInteger failed = new AtomicInteger();
-    return instances
-        .expired(PER_PASS)
-        .onItem()
-        .transformToMulti(ids -> Multi.createFrom().iterable(ids))
+    return Multi.createFrom()
+        .iterable(ids)
         .onItem()
         .transformToUniAndConcatenate(
             id ->
-                reap(id)
+                reap(proof, conn -> death.apply(conn, id))
                     .invoke(won -> (won ? reaped : lost).incrementAndGet())
                     .onFailure()
                     .invoke(
@@ -194,25 +219,56 @@ public class Reaper {
 
   /** Declares one instance dead and opens its takeover; false when another replica won. */
   Uni<Boolean> reap(UUID instanceId) {
+    return reap(Proof.LEASE_EXPIRED, conn -> instances.markDeadIfExpired(conn, instanceId));
+  }
+
+  /** What a death rested on; also the instance's {@code end_reason}. */
+  public enum Proof {
+    LEASE_EXPIRED("lease-expired"),
+    SESSION_LOST("session-lost");
+
+    final String label;
+
+    Proof(String label) {
+      this.label = label;
+    }
+  }
+
+  /**
+   * Declares one instance dead by {@code death} (a guarded statement: empty when another replica or
+   * a heartbeat won) and opens its takeover in the same transaction; counts the death by proof.
+   */
+  Uni<Boolean> reap(Proof proof, Function<SqlClient, Uni<Optional<InstanceService.Dead>>> death) {
     return pool.withTransaction(
-        conn ->
-            instances
-                .markDeadIfExpired(conn, instanceId)
-                .chain(
-                    dead -> {
-                      if (dead.isEmpty()) {
-                        return Uni.createFrom().item(false);
-                      }
-                      InstanceService.Dead d = dead.get();
-                      LOG.infof(
-                          "instance %s of namespace %s declared dead (lease expired at %s)",
-                          d.instanceId(), d.namespace(), d.leaseExpiredAt());
-                      return takeovers
-                          .open(
-                              conn,
-                              new Takeovers.Subject(
-                                  d.instanceId(), d.namespace(), d.workerIds(), d.leaseExpiredAt()))
-                          .replaceWith(true);
-                    }));
+            conn ->
+                death
+                    .apply(conn)
+                    .call(
+                        dead ->
+                            dead.map(
+                                    d ->
+                                        takeovers.open(
+                                            conn,
+                                            new Takeovers.Subject(
+                                                d.instanceId(),
+                                                d.namespace(),
+                                                d.workerIds(),
+                                                d.leaseExpiredAt())))
+                                .orElse(Uni.createFrom().nullItem())))
+        // Counted once committed: a death rolled back with its takeover is retried, not counted.
+        .invoke(dead -> dead.ifPresent(d -> declared(proof, d)))
+        .map(Optional::isPresent);
+  }
+
+  private void declared(Proof proof, InstanceService.Dead d) {
+    LOG.infof(
+        "instance %s of namespace %s declared dead (%s at %s)",
+        d.instanceId(), d.namespace(), proof.label, d.leaseExpiredAt());
+    Counter.builder("rollcall.instances.dead")
+        .description("Instances declared dead, by the proof the death rested on")
+        .tag("namespace", d.namespace())
+        .tag("proof", proof.label)
+        .register(meters)
+        .increment();
   }
 }

@@ -11,6 +11,7 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -37,14 +38,17 @@ public class InstanceService {
   private final RunSources sources;
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
+  private final SessionLiveness sessions;
 
   InstanceService(
       Pool pool,
       Ownership ownership,
       RunSources sources,
       RollcallConfig config,
-      RecoveryMetrics metrics) {
+      RecoveryMetrics metrics,
+      SessionLiveness sessions) {
     this.pool = pool;
+    this.sessions = sessions;
     this.ownership = ownership;
     this.sources = sources;
     this.config = config;
@@ -101,7 +105,8 @@ public class InstanceService {
                 + " (id, namespace, deployment_id, name, worker_ids, token_hash, lease_expires_at)"
                 + " VALUES (gen_random_uuid(), $1, $2, $3, $4, $5,"
                 + " now() + $6::bigint * interval '1 millisecond')"
-                + " RETURNING id, lease_expires_at")
+                + " RETURNING id, lease_expires_at,"
+                + " rollcall.session_lock_objid(id) AS session_lock_objid")
         .execute(
             Tuple.of(
                 namespace,
@@ -117,7 +122,11 @@ public class InstanceService {
               LOG.infof(
                   "instance %s registered in namespace %s (deployment %s, name %s)",
                   id, namespace, deploymentId, name);
-              return new Registration(id, token, row.getOffsetDateTime("lease_expires_at"));
+              return new Registration(
+                  id,
+                  token,
+                  row.getOffsetDateTime("lease_expires_at"),
+                  row.getInteger("session_lock_objid"));
             });
   }
 
@@ -197,9 +206,12 @@ public class InstanceService {
    * transaction. The renewal also tells whether recovery work is open for the instance, so the hot
    * heartbeat path stays two statements at most.
    */
-  public Uni<Heartbeat> heartbeat(Caller caller, Optional<List<InFlight>> inFlight) {
+  public Uni<Heartbeat> heartbeat(
+      Caller caller,
+      Optional<List<InFlight>> inFlight,
+      Optional<SessionLiveness.SessionReport> session) {
     long started = System.nanoTime();
-    return renew(caller, inFlight)
+    return renew(caller, inFlight, session)
         .invoke(
             beat ->
                 metrics.heartbeat(
@@ -251,7 +263,10 @@ public class InstanceService {
         .orElse(Uni.createFrom().voidItem());
   }
 
-  private Uni<Heartbeat> renew(Caller caller, Optional<List<InFlight>> inFlight) {
+  private Uni<Heartbeat> renew(
+      Caller caller,
+      Optional<List<InFlight>> inFlight,
+      Optional<SessionLiveness.SessionReport> session) {
     return pool.withTransaction(
         conn ->
             conn.preparedQuery(
@@ -284,9 +299,17 @@ public class InstanceService {
                               row.getOffsetDateTime("lease_expires_at"),
                               row.getBoolean("recovery_pending"),
                               Optional.ofNullable(peerExpiresInMs).map(this::recheckAfterMs));
-                      return inFlight.isEmpty()
-                          ? Uni.createFrom().item(beat)
-                          : ownership.replace(conn, caller, inFlight.get()).replaceWith(beat);
+                      Uni<Void> reported =
+                          session
+                              .map(r -> sessions.record(conn, caller.instanceId(), r))
+                              .orElse(Uni.createFrom().voidItem());
+                      return reported.chain(
+                          () ->
+                              inFlight.isEmpty()
+                                  ? Uni.createFrom().item(beat)
+                                  : ownership
+                                      .replace(conn, caller, inFlight.get())
+                                      .replaceWith(beat));
                     }));
   }
 
@@ -348,7 +371,10 @@ public class InstanceService {
             });
   }
 
-  /** A live instance whose lease expired, now declared dead. */
+  /**
+   * A live instance now declared dead. {@code leaseExpiredAt}: when it died by the proof used, its
+   * lease expiry or the first sighting of its lost session.
+   */
   public record Dead(
       UUID instanceId, String namespace, List<String> workerIds, OffsetDateTime leaseExpiredAt) {}
 
@@ -378,19 +404,21 @@ public class InstanceService {
                             + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
                             + " RETURNING id, namespace, worker_ids, lease_expires_at")
                     .execute(Tuple.of(instanceId)))
-        .map(
-            rows -> {
-              if (rows.size() == 0) {
-                return Optional.empty();
-              }
-              Row r = rows.iterator().next();
-              return Optional.of(
-                  new Dead(
-                      r.getUUID("id"),
-                      r.getString("namespace"),
-                      List.of(r.getArrayOfStrings("worker_ids")),
-                      r.getOffsetDateTime("lease_expires_at")));
-            });
+        .map(InstanceService::dead);
+  }
+
+  /** The instance a guarded death statement returned, or empty when it lost its race. */
+  static Optional<Dead> dead(RowSet<Row> rows) {
+    if (rows.size() == 0) {
+      return Optional.empty();
+    }
+    Row r = rows.iterator().next();
+    return Optional.of(
+        new Dead(
+            r.getUUID("id"),
+            r.getString("namespace"),
+            List.of(r.getArrayOfStrings("worker_ids")),
+            r.getOffsetDateTime("lease_expires_at")));
   }
 
   /** The queue worker ids an instance registered. */
@@ -417,7 +445,7 @@ public class InstanceService {
    */
   static final String END_LOCK = "SELECT 1 FROM rollcall.instances WHERE id = $1 FOR UPDATE";
 
-  private static Uni<Void> lockForEnd(SqlClient conn, UUID instanceId) {
+  static Uni<Void> lockForEnd(SqlClient conn, UUID instanceId) {
     return conn.preparedQuery(END_LOCK).execute(Tuple.of(instanceId)).replaceWithVoid();
   }
 

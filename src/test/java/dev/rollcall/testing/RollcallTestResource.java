@@ -35,6 +35,7 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     config.putAll(SourceTables.namespaceSettings());
     // Tests drive the reaper one pass at a time (Reaper.runOnce).
     config.put("rollcall.reaper-interval", "off");
+    config.put("rollcall.liveness.check-interval", "off");
     config.put("rollcall.sweep.interval", "off");
     // Tests drive retention one pass at a time (Retention.runOnce).
     config.put("rollcall.retention.interval", "off");

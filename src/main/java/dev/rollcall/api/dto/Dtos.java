@@ -43,19 +43,35 @@ public final class Dtos {
     }
   }
 
-  /** The answer to a registration; the token is shown only here. */
+  /**
+   * The answer to a registration; the token is shown only here. {@code sessionLock}: the keys of
+   * the session advisory lock the instance should hold while registered.
+   */
   public record RegisterResponse(
       UUID instanceId,
       String token,
       OffsetDateTime leaseExpiresAt,
       long leaseTtlMs,
-      long heartbeatIntervalMs) {}
+      long heartbeatIntervalMs,
+      SessionLockKeys sessionLock) {}
+
+  /** {@code pg_try_advisory_lock(classId, objId)}, the two-int4 form. */
+  public record SessionLockKeys(int classId, int objId) {}
 
   /**
    * {@code POST /instances/{id}/heartbeat}; the body is optional. {@code inFlight}, when present,
-   * replaces the instance's in-flight set; absent leaves it as it was.
+   * replaces the instance's in-flight set; absent leaves it as it was. {@code sessionLock}, when
+   * present, is the state of the instance's session lock.
    */
-  public record HeartbeatRequest(List<InFlightEntry> inFlight) {}
+  public record HeartbeatRequest(List<InFlightEntry> inFlight, SessionLockReport sessionLock) {}
+
+  /**
+   * The session lock as the client holds it: {@code state} is {@code held} (by backend {@code
+   * pid}), {@code unavailable} (it cannot be held: a pooler, a key collision) or {@code lost} (the
+   * session ended, reconnecting); {@code reconnected}: the lock was taken again in a new session
+   * since the last report.
+   */
+  public record SessionLockReport(String state, Integer pid, Boolean reconnected) {}
 
   /** {@code DELETE /instances/{id}}; the body is optional: the last in-flight set. */
   public record LeaveRequest(List<InFlightEntry> inFlight, Boolean exiting) {}

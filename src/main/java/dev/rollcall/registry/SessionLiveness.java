@@ -1,0 +1,225 @@
+package dev.rollcall.registry;
+
+import dev.rollcall.config.RollcallConfig;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Row;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+
+/**
+ * The fast path of liveness: an instance holds a session advisory lock in a dedicated database
+ * session, and a live instance whose lock nobody holds any more has died with its session. The rule
+ * of such a death lives here, in {@link #SESSION_LOST}, and is decided by the database in the
+ * statement that acts on it. It is sound only when the instance's lock was reported held and seen
+ * held, outside a grace after the instance registered or reported a reconnect, outside a grace
+ * after the database itself started, and when the lock was seen missing at least {@code
+ * lossConfirm} ago and is still missing now. The lease keeps covering everything else.
+ */
+@ApplicationScoped
+public class SessionLiveness {
+
+  /**
+   * The first key of every Rollcall session lock ({@code 'RCLL'}); the second is {@code
+   * rollcall.session_lock_objid(instance id)}. Locks taken with two int4 keys show in {@code
+   * pg_locks} with {@code objsubid = 2}, a key space apart from the single-bigint form (objsubid 1)
+   * that Rollcall's own transaction locks use.
+   */
+  public static final int CLASS_ID = 0x52434C4C;
+
+  /** A lock missing for longer than this many confirms is an old sighting: seen anew. */
+  static final int STALE_CONFIRMS = 3;
+
+  /** The session check's timings. */
+  public record Rules(Duration sessionGrace, Duration restartGrace, Duration lossConfirm) {
+
+    /** The rules in force. */
+    public static Rules of(RollcallConfig config) {
+      RollcallConfig.Liveness l = config.liveness();
+      return new Rules(l.sessionGrace(), l.restartGrace(), l.lossConfirm());
+    }
+
+    Duration stale() {
+      return lossConfirm.multipliedBy(STALE_CONFIRMS);
+    }
+  }
+
+  /** What a client reports about its lock in a heartbeat. */
+  public enum Report {
+    HELD,
+    UNAVAILABLE,
+    LOST;
+
+    /** The report as the client spells it. */
+    public static Optional<Report> parse(String state) {
+      for (Report r : values()) {
+        if (r.name().equalsIgnoreCase(state)) {
+          return Optional.of(r);
+        }
+      }
+      return Optional.empty();
+    }
+  }
+
+  /** A heartbeat's lock report: its state, the client's backend pid, and a reconnect since. */
+  public record SessionReport(Report state, Integer pid, boolean reconnected) {}
+
+  /** Advisory locks of Rollcall's class in the service's own database, granted to someone. */
+  static final String ROLLCALL_LOCKS =
+      "SELECT l.objid, l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+          + " AND l.objsubid = 2 AND l.classid = "
+          + CLASS_ID
+          + "::oid AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+  /**
+   * The death rule for instance row {@code i}, with {@code $2} session grace, {@code $3} restart
+   * grace, {@code $4} loss confirm and {@code $5} stale bound, all in ms. Every guard is here, so
+   * the statement that declares the death re-checks all of them at that very moment: a client that
+   * reconnected (and took its lock again) between the sighting and the death is live again.
+   */
+  static final String SESSION_LOST =
+      "i.state = 'live' AND i.session_lock = 'held'"
+          + " AND i.registered_at <= now() - $2::bigint * interval '1 millisecond'"
+          + " AND i.session_since <= now() - $2::bigint * interval '1 millisecond'"
+          + " AND pg_postmaster_start_time() <= now() - $3::bigint * interval '1 millisecond'"
+          + " AND i.session_missing_since <= now() - $4::bigint * interval '1 millisecond'"
+          + " AND i.session_missing_since > now() - $5::bigint * interval '1 millisecond'"
+          + " AND i.session_missing_since > pg_postmaster_start_time()"
+          + " AND NOT EXISTS (SELECT 1 FROM ("
+          + ROLLCALL_LOCKS
+          + ") held WHERE held.objid = rollcall.session_lock_objid(i.id)::oid)";
+
+  private final Pool pool;
+  private final RollcallConfig config;
+
+  SessionLiveness(Pool pool, RollcallConfig config) {
+    this.pool = pool;
+    this.config = config;
+  }
+
+  /**
+   * Records a heartbeat's lock report, in the heartbeat's transaction (after its renewal, which
+   * row-locks the instance, so a death decided concurrently waits for it and re-checks). A report
+   * of {@code held} arms the fast path only when the service itself sees the lock granted to the
+   * reported backend in its own database; a new backend or a reconnect restarts the grace.
+   */
+  public Uni<Void> record(SqlClient conn, UUID instanceId, SessionReport report) {
+    return conn.preparedQuery(
+            "WITH seen AS (SELECT EXISTS (SELECT 1 FROM ("
+                + ROLLCALL_LOCKS
+                + ") l WHERE l.objid = rollcall.session_lock_objid($1)::oid AND l.pid = $3)"
+                + " AS held),"
+                + " next AS (SELECT CASE WHEN $2 <> 'held' THEN $2 WHEN seen.held THEN 'held'"
+                + "   ELSE 'unseen' END AS lock FROM seen)"
+                + " UPDATE rollcall.instances i SET session_lock = next.lock, session_pid = $3,"
+                + " session_missing_since = NULL,"
+                + " session_since = CASE WHEN next.lock = 'held' AND (i.session_lock <> 'held'"
+                + "   OR $4 OR i.session_pid IS DISTINCT FROM $3) THEN now() ELSE i.session_since END"
+                + " FROM next WHERE i.id = $1 AND i.state = 'live'")
+        .execute(
+            Tuple.of(
+                instanceId,
+                report.state().name().toLowerCase(),
+                report.pid(),
+                report.reconnected()))
+        .replaceWithVoid();
+  }
+
+  /** The first sightings and the confirmed losses of one check. */
+  public record Check(int seenMissing, int seenAgain, List<UUID> lost) {}
+
+  /**
+   * One check with the rules in force: see {@link #check(Rules, int)}. Fails, deciding nothing,
+   * whenever the service's own query fails.
+   */
+  public Uni<Check> check(int limit) {
+    return check(Rules.of(config), limit);
+  }
+
+  /**
+   * Looks at the locks of every instance whose fast path is armed, in one statement: a lock seen
+   * missing is marked (unless an earlier, still recent sighting stands), a lock seen again clears
+   * its mark, and the instances that {@link #SESSION_LOST} condemns are returned for the reaper's
+   * guarded death statement. Nothing is checked while the database itself is within its restart
+   * grace: every session ended with it.
+   */
+  public Uni<Check> check(Rules rules, int limit) {
+    return pool.preparedQuery(
+            "WITH locks AS MATERIALIZED ("
+                + ROLLCALL_LOCKS
+                + "), armed AS (SELECT i.id, EXISTS (SELECT 1 FROM locks"
+                + "   WHERE locks.objid = rollcall.session_lock_objid(i.id)::oid) AS held"
+                + "   FROM rollcall.instances i WHERE i.state = 'live' AND i.session_lock = 'held'"
+                + "   AND pg_postmaster_start_time() <= now() - $3::bigint * interval '1 millisecond'"
+                + "   AND i.lease_expires_at > now()),"
+                + " seen AS (UPDATE rollcall.instances i SET session_missing_since = now()"
+                + "   FROM armed WHERE i.id = armed.id AND NOT armed.held"
+                + "   AND (i.session_missing_since IS NULL"
+                + "     OR i.session_missing_since <= now() - $5::bigint * interval '1 millisecond'"
+                + "     OR i.session_missing_since <= pg_postmaster_start_time())"
+                + "   RETURNING i.id),"
+                + " again AS (UPDATE rollcall.instances i SET session_missing_since = NULL"
+                + "   FROM armed WHERE i.id = armed.id AND armed.held"
+                + "   AND i.session_missing_since IS NOT NULL RETURNING i.id)"
+                // The statement's snapshot shows the marks as they were before it: a loss is one
+                // seen by an earlier check and still missing now.
+                + " SELECT (SELECT count(*) FROM seen) AS seen_missing,"
+                + " (SELECT count(*) FROM again) AS seen_again,"
+                + " ARRAY(SELECT i.id FROM rollcall.instances i JOIN armed ON armed.id = i.id"
+                + "   WHERE "
+                + SESSION_LOST
+                + " ORDER BY i.session_missing_since LIMIT $1) AS lost")
+        .execute(Tuple.tuple(params(rules, limit)))
+        .map(
+            rows -> {
+              Row r = rows.iterator().next();
+              return new Check(
+                  r.getInteger("seen_missing"),
+                  r.getInteger("seen_again"),
+                  List.of(r.getArrayOfUUIDs("lost")));
+            });
+  }
+
+  /**
+   * Declares an instance dead on the proof of its lost session, in the caller's transaction, if
+   * {@link #SESSION_LOST} still holds now; empty when it does not (the client reconnected, a
+   * heartbeat reported the loss, another service replica won). The death's moment is when the lock
+   * was first seen missing.
+   */
+  public Uni<Optional<InstanceService.Dead>> markDeadIfSessionLost(
+      SqlClient conn, UUID instanceId, Rules rules) {
+    // The end lock first, as for every end: claims and completions of the instance in progress
+    // finish before its death (and its takeover) can commit.
+    return InstanceService.lockForEnd(conn, instanceId)
+        .chain(
+            () ->
+                conn.preparedQuery(
+                        "UPDATE rollcall.instances i SET state = 'dead', ended_at = now(),"
+                            + " end_reason = 'session-lost' WHERE i.id = $1 AND "
+                            + SESSION_LOST
+                            + " RETURNING i.id, i.namespace, i.worker_ids,"
+                            + " i.session_missing_since AS lease_expires_at")
+                    .execute(Tuple.tuple(params(rules, instanceId))))
+        .map(InstanceService::dead);
+  }
+
+  /** {@link #markDeadIfSessionLost(SqlClient, UUID, Rules)} with the rules in force. */
+  public Uni<Optional<InstanceService.Dead>> markDeadIfSessionLost(
+      SqlClient conn, UUID instanceId) {
+    return markDeadIfSessionLost(conn, instanceId, Rules.of(config));
+  }
+
+  private static List<Object> params(Rules rules, Object first) {
+    return List.of(
+        first,
+        rules.sessionGrace().toMillis(),
+        rules.restartGrace().toMillis(),
+        rules.lossConfirm().toMillis(),
+        rules.stale().toMillis());
+  }
+}
