@@ -33,8 +33,11 @@ public class Batches {
     }
   }
 
-  /** A key range of an epoch's scan, leased to one claimer to classify under one fence. */
-  record Range(long id, int fence, List<String> runIds) {}
+  /**
+   * A key range of an epoch's scan, leased to one claimer to classify under one fence. {@code
+   * retakes}: how often it was taken over from a claimer that did not classify it in time.
+   */
+  record Range(long id, int fence, List<String> runIds, int retakes) {}
 
   /**
    * Locks the oldest claimable batch of an epoch, skipping batches another claimer is taking right
@@ -184,21 +187,24 @@ public class Batches {
                 + " RETURNING id")
         .execute(
             Tuple.of(epoch.id(), claimer, leaseMs, runIds.size(), runIds.toArray(String[]::new)))
-        .map(rows -> new Range(rows.iterator().next().getLong("id"), 1, runIds));
+        .map(rows -> new Range(rows.iterator().next().getLong("id"), 1, runIds, 0));
   }
 
   /**
    * Leases a locked scanning range whose claimer did not classify it in time (it died, say) to
    * another claimer under the next fence; the late claimer's {@link #settleRange} then finds its
-   * fence gone and writes nothing. Ranges are never abandoned: their runs were not handed out.
+   * fence gone and writes nothing. Ranges are never abandoned (their runs were not handed out);
+   * each retake is counted in {@code attempts}, and a range retaken too often has its runs handed
+   * out without a classification (see {@code ClaimService}).
    */
   public Uni<Range> retakeRange(SqlClient client, Claimable range, UUID claimer, long leaseMs) {
     return client
         .preparedQuery(
-            "UPDATE rollcall.batches SET fence = fence + 1, claimer_id = $3, leased_at = now(),"
+            "UPDATE rollcall.batches SET fence = fence + 1, attempts = attempts + 1,"
+                + " claimer_id = $3, leased_at = now(),"
                 + " lease_expires_at = now() + $4::bigint * interval '1 millisecond'"
                 + " WHERE id = $1 AND fence = $2 AND state = 'scanning'"
-                + " RETURNING fence, scan_run_ids")
+                + " RETURNING fence, scan_run_ids, attempts")
         .execute(Tuple.of(range.id(), range.fence(), claimer, leaseMs))
         .map(
             rows -> {
@@ -208,7 +214,10 @@ public class Batches {
                       + " expired before it was classified)",
                   range.id(), claimer, r.getInteger("fence"), range.fence());
               return new Range(
-                  range.id(), r.getInteger("fence"), List.of(r.getArrayOfStrings("scan_run_ids")));
+                  range.id(),
+                  r.getInteger("fence"),
+                  List.of(r.getArrayOfStrings("scan_run_ids")),
+                  r.getInteger("attempts"));
             });
   }
 

@@ -21,6 +21,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.stream.Collectors;
+import org.jboss.logging.Logger;
 
 /**
  * Decides claims. A claim is a few short transactions. The first serves the caller's epochs in
@@ -46,6 +47,8 @@ import java.util.stream.Collectors;
  */
 @ApplicationScoped
 public class ClaimService {
+
+  private static final Logger LOG = Logger.getLogger(ClaimService.class);
 
   private final Pool pool;
   private final RunSources sources;
@@ -446,12 +449,17 @@ public class ClaimService {
   private Uni<Optional<LeasedBatch>> classify(
       SqlClient conn, RunSource source, Caller caller, ToClassify work, int maxRuns) {
     Epoch epoch = work.epoch();
+    // A range whose classification failed (or whose claimers died) maxAttempts times running is
+    // a poison range: its runs are handed out unclassified (fail open), so it cannot hold its
+    // epoch open for ever.
+    boolean failOpen = work.range().retakes() >= config.batch().maxAttempts();
     return InstanceService.requireLive(conn, caller.instanceId())
         .chain(() -> rangeRuns(conn, source, work))
         .chain(
             known ->
-                classifier
-                    .firstLook(conn, source, epoch, known.active())
+                (failOpen
+                        ? Uni.createFrom().item(unclassified(work.range(), known.active()))
+                        : classifier.firstLook(conn, source, epoch, known.active()))
                     .map(
                         verdicts -> {
                           List<Verdict> all = new ArrayList<>(verdicts);
@@ -473,6 +481,17 @@ public class ClaimService {
                             settled.isEmpty()
                                 ? Uni.createFrom().item(Optional.<LeasedBatch>empty())
                                 : record(conn, epoch, verdicts).replaceWith(settled.get())));
+  }
+
+  /** The active runs of a poison range, handed out without a classification. */
+  private static List<Verdict> unclassified(Batches.Range range, List<ScannedRun> active) {
+    LOG.warnf(
+        "scan range %d was taken over %d times without being classified: its %d active runs are"
+            + " handed out unclassified",
+        range.id(), range.retakes(), active.size());
+    return active.stream()
+        .map(r -> Verdict.handOut(r.runId(), r.workflowName(), Reason.UNCLASSIFIED, null))
+        .toList();
   }
 
   /** A range's runs: active ones to classify, and runs that finished since (skipped). */

@@ -3,6 +3,7 @@ package dev.rollcall.recovery;
 import dev.rollcall.error.Problems.Conflict;
 import dev.rollcall.error.Problems.NotFound;
 import dev.rollcall.source.RunSource;
+import dev.rollcall.registry.InstanceService;
 import dev.rollcall.source.RunSources;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -100,11 +101,16 @@ public class OperatorActions {
   public Uni<Optional<Long>> evict(UUID instanceId) {
     return pool.withTransaction(
         conn ->
-            conn.preparedQuery(
-                    "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
-                        + " end_reason = 'evicted' WHERE id = $1 AND state = 'live'"
-                        + " RETURNING namespace, worker_ids")
-                .execute(Tuple.of(instanceId))
+            // The end lock first, as for every end: the instance's claims and completions in
+            // progress commit before its takeover can release what they lease.
+            InstanceService.lockForEnd(conn, instanceId)
+                .chain(
+                    () ->
+                        conn.preparedQuery(
+                                "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
+                                    + " end_reason = 'evicted' WHERE id = $1 AND state = 'live'"
+                                    + " RETURNING namespace, worker_ids")
+                            .execute(Tuple.of(instanceId)))
                 .chain(
                     rows -> {
                       if (rows.size() == 0) {

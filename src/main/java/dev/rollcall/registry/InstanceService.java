@@ -445,7 +445,7 @@ public class InstanceService {
    */
   static final String END_LOCK = "SELECT 1 FROM rollcall.instances WHERE id = $1 FOR UPDATE";
 
-  static Uni<Void> lockForEnd(SqlClient conn, UUID instanceId) {
+  public static Uni<Void> lockForEnd(SqlClient conn, UUID instanceId) {
     return conn.preparedQuery(END_LOCK).execute(Tuple.of(instanceId)).replaceWithVoid();
   }
 

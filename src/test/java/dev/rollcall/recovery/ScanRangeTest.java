@@ -92,6 +92,52 @@ class ScanRangeTest extends ApiTestBase {
         "every run handed out exactly once");
   }
 
+  @Test
+  void aRangeTakenOverTooOftenIsHandedOutUnclassifiedSoItCannotHoldItsEpochOpen()
+      throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Instance a = api.register(SourceTables.SMALL, deploy, "a");
+    Instance b = api.register(SourceTables.SMALL, deploy, "b");
+    // A live instance of another deploy executes one run: classification would defer it.
+    Instance owner = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "owner");
+    String owned = "wrun_0000000002";
+    api.heartbeat(owner, List.of(owned)).expect(200);
+
+    CompletableFuture<Api.Reply> late;
+    Batch taken;
+    Set<String> rangeRuns;
+    try (Connection blocker = Db.database().connect()) {
+      blocker.setAutoCommit(false);
+      try (Statement st = blocker.createStatement()) {
+        st.execute("LOCK TABLE rollcall.ownership IN ACCESS EXCLUSIVE MODE");
+      }
+      late = CompletableFuture.supplyAsync(() -> api.claim(a, 100));
+      long range = awaitScanningRange(a);
+      // Taken over maxAttempts - 1 times already (claimers that died or failed classifying it):
+      // the next retake is one too many.
+      Db.update("UPDATE rollcall.batches SET attempts = 4 WHERE id = ?", range);
+      rangeRuns = Db.set("SELECT unnest(scan_run_ids) FROM rollcall.batches WHERE id = ?", range);
+      BatchLeaseTest.expireLease(range);
+      CompletableFuture<Api.Reply> next = CompletableFuture.supplyAsync(() -> api.claim(b, 100));
+      awaitFence(range, 2);
+      blocker.rollback();
+      taken = Api.batch(next.get(60, TimeUnit.SECONDS).expect(200).body().get("batch"));
+      assertEquals(range, taken.id());
+    }
+    late.get(60, TimeUnit.SECONDS).expect(200);
+
+    rangeRuns.retainAll(Db.activeRuns(SourceTables.SMALL));
+    assertTrue(rangeRuns.contains(owned));
+    assertEquals(rangeRuns, Set.copyOf(taken.runIds()), "every active run of the range, owned too");
+    taken
+        .json()
+        .get("runs")
+        .forEach(r -> assertEquals("unclassified", r.get("reason").asText(), r.toString()));
+    // The owner stops executing and leaves, owning nothing: no takeover work for other tests.
+    api.heartbeat(owner, List.of()).expect(200);
+    api.leave(owner, List.of()).expect(204);
+  }
+
   /** The runs handed out in the deploy's pass: the one batch's. */
   private static long lateTaken(String deploy) {
     return Db.number(

@@ -3,6 +3,7 @@ package dev.rollcall.registry;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
+import dev.rollcall.recovery.OperatorActions;
 import dev.rollcall.recovery.Reaper;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Instance;
@@ -26,6 +27,7 @@ import org.junit.jupiter.api.Test;
 class LivenessLockTest extends ApiTestBase {
 
   @Inject Reaper reaper;
+  @Inject OperatorActions operators;
 
   /** Holds the claim's liveness check on the instance, in an open transaction. */
   private static Connection holdLiveCheck(Instance instance) throws Exception {
@@ -64,6 +66,23 @@ class LivenessLockTest extends ApiTestBase {
       claim.commit();
     }
     reaping.get(30, TimeUnit.SECONDS);
+    assertEquals(
+        "dead", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", i.id()).get(0));
+  }
+
+  @Test
+  void anInstanceIsNotEvictedHalfWayThroughItsClaim() throws Exception {
+    Instance i = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "evicted");
+    CompletableFuture<?> evicting;
+    try (Connection claim = holdLiveCheck(i)) {
+      evicting = operators.evict(i.id()).subscribeAsCompletionStage();
+      Thread.sleep(1000);
+      assertFalse(evicting.isDone(), "the eviction waits for the claim in progress");
+      assertEquals(
+          "live", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", i.id()).get(0));
+      claim.commit();
+    }
+    evicting.get(30, TimeUnit.SECONDS);
     assertEquals(
         "dead", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", i.id()).get(0));
   }

@@ -1,6 +1,7 @@
 package dev.rollcall.registry;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -22,6 +23,8 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.sql.PreparedStatement;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.AfterEach;
@@ -191,6 +194,33 @@ class SessionLivenessTest extends ApiTestBase {
                 h.instance().id())
             == 1);
     api.heartbeat(h.instance()).expect(410);
+  }
+
+  @Test
+  void aSessionDeathWaitsForTheInstancesClaimInProgress() throws Exception {
+    Held h = armed("dies-mid-claim");
+    CompletableFuture<Reaper.Pass> second;
+    try (Connection claim = Db.database().connect()) {
+      // A claim's liveness check, held open: the death must not commit half-way through it.
+      claim.setAutoCommit(false);
+      try (PreparedStatement st =
+          claim.prepareStatement(InstanceService.LIVE_CHECK.replace("$1", "?"))) {
+        st.setObject(1, h.instance().id());
+        st.executeQuery().close();
+      }
+      h.session().close();
+      check(FAST);
+      Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+      awaitEnded();
+      second = sessions.runOnce(FAST).subscribeAsCompletionStage();
+      Thread.sleep(1000);
+      assertFalse(second.isDone(), "the death waits for the claim in progress");
+      assertEquals("live", column(h.instance(), "state"));
+      claim.commit();
+    }
+    second.get(30, TimeUnit.SECONDS);
+    assertEquals("dead", column(h.instance(), "state"));
+    assertEquals("session-lost", column(h.instance(), "end_reason"));
   }
 
   @Test
