@@ -1,17 +1,17 @@
 /**
  * The client's life as one state machine; every move not in TRANSITIONS is refused.
  *
- *   new ─start()─▶ registering ─registered─▶ active ─lease lost─▶ fenced
- *                   │       │                 ▲  ▲                 │
- *                   │       └─deadline─▶ fallback └──registered────┘
- *                   │              (rejoin: registered ─▶ active)
- *                   └─refused─▶ failed
+ *   new ──start()──▶ registering ──registered──▶ active ──lease lost or gone──▶ fenced
+ *                     │     │                      ▲ ▲                            │
+ *                     │     └──deadline──▶ fallback┘ └───registered again─────────┘
+ *                     │                  (rejoin: registered)
+ *                     └──refused──▶ failed
  *
- *   every state but stopping and stopped ─stop()─▶ stopping ─left─▶ stopped
+ *   any state but stopping and stopped ──stop()──▶ stopping ──left──▶ stopped
  *
  * `registering`: the boot registration is being tried. `active`: registered, lease held.
  * `fenced`: the lease may be gone; registering again as a new instance. `fallback`: the boot
- * registration ran past its deadline and the fallback ran (with `rejoin`, registering continues).
+ * registration ran past its deadline and the fallback ran (with `rejoin`, registering goes on).
  * `failed`: the service refused the registration. `stopping`: stop() was called; `stopped`: it
  * finished. A stopped client never moves again.
  */

@@ -632,3 +632,24 @@ test('gone means fenced whichever call hears it: a 410 on a complete, a 401 on a
   assert.equal(client2.state, 'active');
   await Promise.all([client.stop(), client2.stop()]);
 });
+
+test('a registration that lands after stop() is left at once, and a failed leave of it is reported', async (t) => {
+  let answer;
+  const fake = await fakeRollcall({
+    register: () => new Promise((resolve) => (answer = resolve)).then(() => fake.defaults.register()),
+    leave: () => problem(503, 'database-unavailable'),
+  });
+  const failures = [];
+  const client = startFor(t, base(fake.url));
+  client.on('leave-failed', (e) => failures.push(e));
+  while (!answer) await sleep(10);
+  await client.stop(); // the registration is still on the wire
+  answer();
+  for (let i = 0; i < 80 && failures.length === 0; i++) await sleep(25);
+  assert.equal(fake.of('leave').length, 1);
+  assert.equal(fake.of('leave')[0].auth, 'Bearer rci_1');
+  assert.deepEqual(failures.map((e) => [e.instanceId, e.error.status]), [['00000000-0000-0000-0000-000000000001', 503]]);
+  assert.equal(client.state, 'stopped');
+  assert.equal(client.instanceId, null);
+  assert.equal(client.stats.registrations, 0);
+});
