@@ -99,6 +99,12 @@ export interface RecoveryOptionsBase {
   stopTimeoutMs?: number;
   /** Attempts at completing a batch when the service answers 5xx, 429 or not at all. Default 5. */
   completeAttempts?: number;
+  /**
+   * New work a tracker reports (a delivery that began) is sent in a heartbeat this many ms later
+   * rather than at the next regular beat; at most one such beat a second. 0 turns it off.
+   * Default 250.
+   */
+  reportPromptlyMs?: number;
   /** Default: JSON lines on stderr. `false` silences it. */
   logger?: Logger | false;
   /** Called (like the `fenced` event) when this instance fenced itself. */

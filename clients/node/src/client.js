@@ -19,6 +19,7 @@ const DEFAULTS = {
   rejoin: true,
   jobPrefix: 'workflow_',
   completeAttempts: 5,
+  reportPromptlyMs: 250,
 };
 
 const now = () => performance.now();

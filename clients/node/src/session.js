@@ -209,6 +209,10 @@ class Session {
   #fenceTimer = null;
   #heartbeatTimer = null;
   #soonTimer = null;
+  // A prompt report of new work is due (see #reportPromptly); and when the last beat was sent.
+  #promptTimer = null;
+  #lastSentAt = 0;
+  #stopWatching = null;
 
   constructor(ctx, membership, answer, sentAt) {
     this.#ctx = ctx;
@@ -245,6 +249,26 @@ class Session {
     }
     this.#armFence();
     this.#heartbeatTimer = setInterval(() => this.heartbeat(), this.heartbeatIntervalMs);
+    const tracker = this.#ctx.inFlight?.tracker;
+    if (this.#ctx.o.reportPromptlyMs > 0 && typeof tracker?.onBegin === 'function') {
+      this.#stopWatching = tracker.onBegin(() => this.#reportPromptly());
+    }
+  }
+
+  /**
+   * New work began: report it within reportPromptlyMs rather than at the next regular beat (up to
+   * a whole interval later), at most one such beat a second. Until an execution's message is
+   * reported, Rollcall cannot tell its queue lock from an orphan's: a process killed before its
+   * next beat would leave those locks to the orphan release (older than the activity fence)
+   * instead of its takeover.
+   */
+  #reportPromptly() {
+    if (!this.#live || this.#promptTimer) return;
+    const delay = Math.max(this.#ctx.o.reportPromptlyMs, this.#lastSentAt + 1_000 - now());
+    this.#promptTimer = setTimeout(() => {
+      this.#promptTimer = null;
+      this.heartbeat();
+    }, delay);
   }
 
   /** Ends this session's timers for good (fenced or leaving). The session lock is not touched. */
@@ -252,7 +276,9 @@ class Session {
     this.#live = false;
     clearTimeout(this.#fenceTimer);
     clearTimeout(this.#soonTimer);
+    clearTimeout(this.#promptTimer);
     clearInterval(this.#heartbeatTimer);
+    this.#stopWatching?.();
   }
 
   /**
@@ -279,6 +305,7 @@ class Session {
     this.#beat = 'sending';
     const { o, api, log, counters } = this.#ctx;
     const sentAt = now();
+    this.#lastSentAt = sentAt;
     try {
       // Bounded so that one lost request costs at most one skipped beat, not the lease.
       const timeout = Math.min(o.requestTimeoutMs, this.leaseTtlMs, 2 * this.heartbeatIntervalMs);

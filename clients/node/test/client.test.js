@@ -336,6 +336,48 @@ test('recheckAfterMs: it beats again that soon, not a whole interval later, and 
   await client.stop();
 });
 
+test('new work is reported promptly: an execution that begins is in a heartbeat within reportPromptlyMs, at most one such beat a second', async () => {
+  const fake = await fakeRollcall({ register: () => slowBeats(fake.defaults.register()) });
+  const client = startRecovery(base(fake.url));
+  await client.recovered;
+  await sleep(100);
+  const before = fake.of('heartbeat').length;
+  const began = Date.now();
+  client.tracker.begin('wrun_new', 'msg_new');
+  await sleep(600);
+  const beats = fake.of('heartbeat').slice(before);
+  assert.equal(beats.length, 1, 'one prompt beat, not a whole 20 s interval later');
+  assert.ok(beats[0].at - began >= 200 && beats[0].at - began < 500, `it came ${beats[0].at - began} ms after the begin`);
+  assert.deepEqual(beats[0].body.inFlight, [{ runId: 'wrun_new', messageId: 'msg_new' }]);
+  // More work at once: reported together, no sooner than a second after the last beat.
+  client.tracker.begin('wrun_second', 'msg_2');
+  client.tracker.begin('wrun_third', 'msg_3');
+  await sleep(300);
+  assert.equal(fake.of('heartbeat').length - before, 1, 'not within a second of the last beat');
+  await sleep(900);
+  const next = fake.of('heartbeat').slice(before + 1);
+  assert.equal(next.length, 1);
+  assert.ok(next[0].at - beats[0].at >= 990, `${next[0].at - beats[0].at} ms after the previous beat`);
+  assert.equal(next[0].body.inFlight.length, 3);
+  // An execution that begins again while already in flight is no news.
+  client.tracker.begin('wrun_new', 'msg_new');
+  await sleep(1_300);
+  assert.equal(fake.of('heartbeat').length - before, 2);
+  await client.stop();
+});
+
+test('reportPromptlyMs: 0 leaves new work to the regular beat', async () => {
+  const fake = await fakeRollcall({ register: () => slowBeats(fake.defaults.register()) });
+  const client = startRecovery(base(fake.url, { reportPromptlyMs: 0 }));
+  await client.recovered;
+  await sleep(100);
+  const before = fake.of('heartbeat').length;
+  client.tracker.begin('wrun_new', 'msg_new');
+  await sleep(600);
+  assert.equal(fake.of('heartbeat').length, before);
+  await client.stop();
+});
+
 test('once done, an idle claim held by the service brings a takeover at once, without a heartbeat', async () => {
   const takeover = batch(9, ['wrun_of_the_leaver']);
   takeover.body.batch.epochKind = 'takeover';
