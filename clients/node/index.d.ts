@@ -97,8 +97,14 @@ export interface RecoveryOptionsBase {
   requestTimeoutMs?: number;
   /** How long `stop()` waits for the batch in hand. Default 10 000. */
   stopTimeoutMs?: number;
-  /** Attempts at completing a batch when the service answers 5xx or not at all. Default 5. */
+  /** Attempts at completing a batch when the service answers 5xx, 429 or not at all. Default 5. */
   completeAttempts?: number;
+  /**
+   * New work a tracker reports (a delivery that began) is sent in a heartbeat this many ms later
+   * rather than at the next regular beat; at most one such beat a second. 0 turns it off.
+   * Default 250.
+   */
+  reportPromptlyMs?: number;
   /** Default: JSON lines on stderr. `false` silences it. */
   logger?: Logger | false;
   /** Called (like the `fenced` event) when this instance fenced itself. */
@@ -163,6 +169,8 @@ export interface RecoveryStats {
   fencedEvents: number;
   completesRefused: number;
   fallbacks: number;
+  /** Leaves that failed (also reported as `leave-failed`). */
+  leaveFailures: number;
 }
 
 export type RecoveryOutcome =
@@ -208,8 +216,15 @@ export interface RecoveryEvents {
   failed: { error: RollcallError };
   stopped: { stats: RecoveryStats };
   'session-lock': SessionLockEvent;
+  /** The leave was not recorded: the service goes by the lease (`error.gone`: it had already declared the instance gone). */
+  'leave-failed': { instanceId: string; error: RollcallError };
 }
 
+/**
+ * The client's life cycle. Moves: new → registering | stopping; registering → active | fallback |
+ * failed | stopping; fallback → active | stopping; active → fenced | stopping; fenced → active |
+ * stopping; failed → stopping; stopping → stopped. No others.
+ */
 export type RecoveryState = 'new' | 'registering' | 'active' | 'fenced' | 'fallback' | 'failed' | 'stopping' | 'stopped';
 
 export declare class RecoveryClient {
@@ -228,7 +243,9 @@ export declare class RecoveryClient {
   off<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): void;
   start(): void;
   /**
-   * Stops claiming, finishes the batch in hand, stops heartbeats and leaves with the in-flight set.
+   * Stops claiming, finishes the batch in hand (pauses between its complete's tries end at once),
+   * stops heartbeats and leaves with the in-flight set; a failed leave is reported as
+   * `leave-failed`, never as a rejection.
    * `exiting: true` when the process exits right after (executions still running end only then):
    * Rollcall then shortens the lease to its departure grace instead of releasing this process's
    * queue locks at once.
@@ -253,8 +270,12 @@ export declare class RollcallError extends Error {
   readonly detail?: string;
   readonly problem?: Record<string, unknown>;
   readonly operation?: string;
+  /** How long a 429 or 503 asked to wait (the problem's `retryAfterMs`, else `Retry-After`); null when it did not say. */
+  readonly retryAfterMs: number | null;
   readonly slug: string;
+  /** No answer, a 429, or a 5xx. */
   readonly retryable: boolean;
+  /** The service says the instance is no longer live (fenced): a 410, or a 401 to a call made with the instance token. */
   readonly gone: boolean;
 }
 

@@ -8,6 +8,10 @@ export const PROBLEM_PREFIX = 'urn:rollcall:problem:';
 export const UNREACHABLE = 'urn:rollcall:client:unreachable';
 export const BAD_RESPONSE = 'urn:rollcall:client:bad-response';
 
+// The calls made with an instance's token: a 401 to one of them means the service no longer knows
+// the instance (its record is gone), unlike a 401 to a registration (a wrong secret).
+const INSTANCE_CALLS = new Set(['claim', 'complete', 'heartbeat', 'leave']);
+
 export class RollcallError extends Error {
   /**
    * @param {object} fields
@@ -17,9 +21,10 @@ export class RollcallError extends Error {
    * @param {string} [fields.detail]
    * @param {object} [fields.problem] the whole problem document
    * @param {string} [fields.operation] what the client was doing (`register`, `claim`, ...)
+   * @param {number|null} [fields.retryAfterMs] how long a 429 or 503 answer asked to wait
    * @param {unknown} [fields.cause]
    */
-  constructor({ type, status, title, detail, problem, operation, cause }) {
+  constructor({ type, status, title, detail, problem, operation, retryAfterMs = null, cause }) {
     const what = operation ? `${operation}: ` : '';
     super(`${what}${status ? status + ' ' : ''}${type}${detail ? ` (${detail})` : ''}`, { cause });
     this.name = 'RollcallError';
@@ -29,6 +34,8 @@ export class RollcallError extends Error {
     this.detail = detail;
     this.problem = problem;
     this.operation = operation;
+    /** How long the service (or a proxy) asked to wait before trying again, in ms; null when it did not say. */
+    this.retryAfterMs = retryAfterMs;
   }
 
   /** The slug of a service problem type (`stale-fence`), or the client type itself. */
@@ -41,8 +48,12 @@ export class RollcallError extends Error {
     return this.status === 0 || this.status === 429 || this.status >= 500;
   }
 
-  /** True when the instance is no longer live and must register again as a new one. */
+  /**
+   * True when the service says the instance is no longer live: it is fenced and must register
+   * again as a new one. That is a 410 (it left or missed its lease), or a 401 to a call made with
+   * the instance's token (its record is gone, so the token is unknown).
+   */
   get gone() {
-    return this.status === 410;
+    return this.status === 410 || (this.status === 401 && INSTANCE_CALLS.has(this.operation));
   }
 }

@@ -1,9 +1,12 @@
 import { BAD_RESPONSE, RollcallError, UNREACHABLE } from './errors.js';
+import { retryAfterOf } from './retry.js';
 
 /**
  * The service's five calls over `fetch`. Every answer that is not a success becomes a
  * RollcallError (the problem document's type, status and detail); no answer at all (connection
  * refused, reset, timeout) is a RollcallError with status 0 and type `urn:rollcall:client:unreachable`.
+ * A 429 or 503 carries how long it asked to wait (`retryAfterMs`: the problem's own figure, else
+ * the `Retry-After` header).
  */
 export class RollcallApi {
   /**
@@ -104,6 +107,7 @@ export class RollcallApi {
     } catch {
       // A proxy's HTML error page, say: keep the status, note the body was no problem document.
     }
+    const retryAfterMs = retryAfterOf(response.status, response.headers?.get?.('retry-after'), problem);
     if (problem && typeof problem === 'object' && typeof problem.type === 'string') {
       throw new RollcallError({
         type: problem.type,
@@ -112,6 +116,7 @@ export class RollcallApi {
         detail: problem.detail,
         problem,
         operation,
+        retryAfterMs,
       });
     }
     throw new RollcallError({
@@ -119,6 +124,7 @@ export class RollcallApi {
       status: response.status,
       detail: `HTTP ${response.status} without a problem document`,
       operation,
+      retryAfterMs,
     });
   }
 }

@@ -1,4 +1,6 @@
-export { startRecovery, RecoveryClient, backoff, MAX_IN_FLIGHT } from './client.js';
+export { startRecovery, RecoveryClient } from './client.js';
+export { MAX_IN_FLIGHT } from './session.js';
+export { backoff } from './retry.js';
 export { RollcallError, PROBLEM_PREFIX, UNREACHABLE, BAD_RESPONSE } from './errors.js';
 export { RollcallApi } from './http.js';
 export { createTracker } from './tracker.js';

@@ -14,6 +14,8 @@ export function createTracker() {
   // key "<runId>\0<messageId or empty>" -> {runId, messageId, count}
   const executions = new Map();
   const keyOf = (runId, messageId) => `${runId}\u0000${messageId ?? ''}`;
+  // Told when an execution begins that was not in flight before (see onBegin).
+  const beginListeners = new Set();
 
   const tracker = {
     /**
@@ -28,7 +30,18 @@ export function createTracker() {
       const key = keyOf(runId, id);
       const entry = executions.get(key);
       if (entry) entry.count++;
-      else executions.set(key, { runId, messageId: id, count: 1 });
+      else {
+        executions.set(key, { runId, messageId: id, count: 1 });
+        for (const listener of beginListeners) listener(runId, id);
+      }
+    },
+    /**
+     * Calls `listener(runId, messageId)` whenever an execution begins that was not in flight yet;
+     * returns the function that stops it. The client uses it to report new work promptly.
+     */
+    onBegin(listener) {
+      beginListeners.add(listener);
+      return () => beginListeners.delete(listener);
     },
     /** Ends one `begin(runId, messageId)`; extra calls are ignored. */
     end(runId, messageId) {

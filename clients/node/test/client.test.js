@@ -13,7 +13,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * A stand-in Rollcall. `script` answers by operation name (register, claim, complete, heartbeat,
- * leave) with {status, body}; every request is recorded.
+ * leave) with {status, body, headers?}; every request is recorded.
  */
 async function fakeRollcall(script) {
   const requests = [];
@@ -57,7 +57,10 @@ async function fakeRollcall(script) {
         return;
       }
       const problem = answer.status >= 400;
-      res.writeHead(answer.status, { 'content-type': problem ? 'application/problem+json' : 'application/json' });
+      res.writeHead(answer.status, {
+        'content-type': problem ? 'application/problem+json' : 'application/json',
+        ...answer.headers,
+      });
       res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
     });
   });
@@ -66,9 +69,15 @@ async function fakeRollcall(script) {
   return { url: `http://127.0.0.1:${server.address().port}`, requests, of: (op) => requests.filter((r) => r.op === op), defaults };
 }
 
-const problem = (status, slug, detail = slug) => ({
+const problem = (status, slug, detail = slug, extensions = {}) => ({
   status,
-  body: { type: `urn:rollcall:problem:${slug}`, title: slug, status, detail },
+  body: { type: `urn:rollcall:problem:${slug}`, title: slug, status, detail, ...extensions },
+});
+
+/** What the service answers when an instance asks too fast: the exact wait in the body, whole seconds in the header. */
+const rateLimited = (retryAfterMs) => ({
+  ...problem(429, 'rate-limited', 'slow down', { retryAfterMs }),
+  headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) },
 });
 
 const base = (url, extra = {}) => ({
@@ -81,6 +90,13 @@ const base = (url, extra = {}) => ({
   logger: false,
   ...extra,
 });
+
+/** Starts a client that is stopped when the test ends, however it ends. */
+const startFor = (t, options) => {
+  const client = startRecovery(options);
+  t.after(() => client.stop());
+  return client;
+};
 
 const batch = (id, runs, fence = 1) => ({
   status: 200,
@@ -320,6 +336,48 @@ test('recheckAfterMs: it beats again that soon, not a whole interval later, and 
   await client.stop();
 });
 
+test('new work is reported promptly: an execution that begins is in a heartbeat within reportPromptlyMs, at most one such beat a second', async () => {
+  const fake = await fakeRollcall({ register: () => slowBeats(fake.defaults.register()) });
+  const client = startRecovery(base(fake.url));
+  await client.recovered;
+  await sleep(100);
+  const before = fake.of('heartbeat').length;
+  const began = Date.now();
+  client.tracker.begin('wrun_new', 'msg_new');
+  await sleep(600);
+  const beats = fake.of('heartbeat').slice(before);
+  assert.equal(beats.length, 1, 'one prompt beat, not a whole 20 s interval later');
+  assert.ok(beats[0].at - began >= 200 && beats[0].at - began < 500, `it came ${beats[0].at - began} ms after the begin`);
+  assert.deepEqual(beats[0].body.inFlight, [{ runId: 'wrun_new', messageId: 'msg_new' }]);
+  // More work at once: reported together, no sooner than a second after the last beat.
+  client.tracker.begin('wrun_second', 'msg_2');
+  client.tracker.begin('wrun_third', 'msg_3');
+  await sleep(300);
+  assert.equal(fake.of('heartbeat').length - before, 1, 'not within a second of the last beat');
+  await sleep(900);
+  const next = fake.of('heartbeat').slice(before + 1);
+  assert.equal(next.length, 1);
+  assert.ok(next[0].at - beats[0].at >= 990, `${next[0].at - beats[0].at} ms after the previous beat`);
+  assert.equal(next[0].body.inFlight.length, 3);
+  // An execution that begins again while already in flight is no news.
+  client.tracker.begin('wrun_new', 'msg_new');
+  await sleep(1_300);
+  assert.equal(fake.of('heartbeat').length - before, 2);
+  await client.stop();
+});
+
+test('reportPromptlyMs: 0 leaves new work to the regular beat', async () => {
+  const fake = await fakeRollcall({ register: () => slowBeats(fake.defaults.register()) });
+  const client = startRecovery(base(fake.url, { reportPromptlyMs: 0 }));
+  await client.recovered;
+  await sleep(100);
+  const before = fake.of('heartbeat').length;
+  client.tracker.begin('wrun_new', 'msg_new');
+  await sleep(600);
+  assert.equal(fake.of('heartbeat').length, before);
+  await client.stop();
+});
+
 test('once done, an idle claim held by the service brings a takeover at once, without a heartbeat', async () => {
   const takeover = batch(9, ['wrun_of_the_leaver']);
   takeover.body.batch.epochKind = 'takeover';
@@ -470,4 +528,170 @@ test('handleSignals: SIGTERM leaves with the in-flight set, then the process end
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("a 429 on a claim is tried again after the body's retryAfterMs, not after the shorter backoff", async (t) => {
+  const fake = await fakeRollcall({ claim: (req, n) => (n === 1 ? rateLimited(700) : fake.defaults.claim()) });
+  const client = startFor(t, base(fake.url));
+  assert.equal((await client.recovered).status, 'done');
+  await client.stop();
+  const [first, second] = fake.of('claim');
+  const gap = second.at - first.at;
+  assert.ok(gap >= 680 && gap < 1000, `the second claim came ${gap} ms after the 429 (asked: 700 ms; header: 1 s)`);
+});
+
+test('a 503 with a Retry-After header in seconds holds the next registration back that long', async (t) => {
+  const fake = await fakeRollcall({
+    register: (req, n) =>
+      n === 1 ? { ...problem(503, 'database-unavailable'), headers: { 'retry-after': '1' } } : fake.defaults.register(),
+  });
+  const client = startFor(t, base(fake.url));
+  assert.equal((await client.recovered).status, 'done');
+  await client.stop();
+  const [first, second] = fake.of('register');
+  assert.ok(second.at - first.at >= 980, `registered again ${second.at - first.at} ms after a 503 asking for 1 s`);
+});
+
+test('a 503 with a Retry-After date holds the next claim back until then', async (t) => {
+  const fake = await fakeRollcall({
+    // HTTP dates have whole seconds: two seconds ahead is more than one second away.
+    claim: (req, n) =>
+      n === 1
+        ? { ...problem(503, 'source-unavailable'), headers: { 'retry-after': new Date(Date.now() + 2000).toUTCString() } }
+        : fake.defaults.claim(),
+  });
+  const client = startFor(t, base(fake.url));
+  assert.equal((await client.recovered).status, 'done');
+  await client.stop();
+  const [first, second] = fake.of('claim');
+  assert.ok(second.at - first.at >= 950, `claimed again ${second.at - first.at} ms after a 503 naming a date 1-2 s ahead`);
+});
+
+test('a 429 on a heartbeat: the next beat comes after retryAfterMs, not a whole interval later', async (t) => {
+  const fake = await fakeRollcall({
+    register: () => slowBeats(fake.defaults.register()),
+    heartbeat: (req, n) => (n === 1 ? rateLimited(200) : fake.defaults.heartbeat()),
+  });
+  const client = startFor(t, base(fake.url));
+  client.tracker.begin('wrun_mine'); // the registration's own beat publishes it
+  await client.recovered;
+  await sleep(700);
+  const beats = fake.of('heartbeat');
+  assert.equal(beats.length, 2, 'one beat after the wait, then nothing until the 20 s interval');
+  const gap = beats[1].at - beats[0].at;
+  assert.ok(gap >= 190 && gap < 600, `beat again ${gap} ms after a 429 asking for 200 ms`);
+  assert.equal(client.stats.heartbeatFailures, 1);
+  assert.equal(client.stats.fencedEvents, 0);
+  await client.stop();
+});
+
+test("a 429 on a complete is tried again after the body's retryAfterMs", async (t) => {
+  const fake = await fakeRollcall({
+    claim: (req, n) => (n === 1 ? batch(4, ['a']) : fake.defaults.claim()),
+    complete: (req, n) => (n === 1 ? rateLimited(600) : fake.defaults.complete(req)),
+  });
+  const completed = [];
+  const client = startFor(t, base(fake.url));
+  client.on('completed', (e) => completed.push(e.batchId));
+  assert.equal((await client.recovered).status, 'done');
+  await client.stop();
+  const [first, second] = fake.of('complete');
+  assert.ok(second.at - first.at >= 580, `completed again ${second.at - first.at} ms after a 429 asking for 600 ms`);
+  assert.deepEqual(completed, [4]);
+  assert.equal(client.stats.completesRefused, 0);
+});
+
+test('stop() during the pause between complete tries ends them at once and leaves', async (t) => {
+  const fake = await fakeRollcall({
+    claim: (req, n) => (n === 1 ? batch(6, ['a']) : fake.defaults.claim()),
+    complete: () => problem(503, 'database-unavailable', 'down', { retryAfterMs: 5000 }),
+  });
+  const refused = [];
+  const client = startFor(t, base(fake.url, { completeAttempts: 10, stopTimeoutMs: 8000 }));
+  client.on('complete-refused', (e) => refused.push(e));
+  while (fake.of('complete').length === 0) await sleep(10);
+  await sleep(50); // in the 5 s pause now
+  const stopping = Date.now();
+  await client.stop();
+  const took = Date.now() - stopping;
+  assert.ok(took < 1000, `stop() took ${took} ms; it waited out the complete's pause`);
+  assert.equal(fake.of('complete').length, 1, 'no further try once stopping');
+  assert.equal(refused.length, 1);
+  assert.equal(refused[0].status, 503);
+  assert.equal(fake.of('leave').length, 1);
+  assert.equal(client.state, 'stopped');
+});
+
+test('a failed leave is reported: leave-failed with the error, counted in stats', async (t) => {
+  const fake = await fakeRollcall({ leave: () => problem(503, 'database-unavailable') });
+  const failures = [];
+  const client = startFor(t, base(fake.url));
+  client.on('leave-failed', (e) => failures.push(e));
+  await client.recovered;
+  await client.stop();
+  assert.equal(failures.length, 1);
+  assert.equal(failures[0].instanceId, '00000000-0000-0000-0000-000000000001');
+  assert.ok(failures[0].error instanceof RollcallError);
+  assert.equal(failures[0].error.status, 503);
+  assert.equal(client.stats.leaveFailures, 1);
+  assert.equal(client.state, 'stopped');
+});
+
+test('a leave that succeeds reports no failure', async (t) => {
+  const fake = await fakeRollcall({});
+  const failures = [];
+  const client = startFor(t, base(fake.url));
+  client.on('leave-failed', (e) => failures.push(e));
+  await client.recovered;
+  await client.stop();
+  assert.equal(fake.of('leave').length, 1);
+  assert.deepEqual(failures, []);
+  assert.equal(client.stats.leaveFailures, 0);
+});
+
+test('gone means fenced whichever call hears it: a 410 on a complete, a 401 on a claim', async (t) => {
+  const fake = await fakeRollcall({
+    claim: (req) => (req.auth === 'Bearer rci_1' ? batch(2, ['a']) : fake.defaults.claim()),
+    complete: () => problem(410, 'instance-gone'),
+  });
+  const fenced = [];
+  const client = startFor(t, base(fake.url));
+  client.on('fenced', (e) => fenced.push([e.instanceId, e.reason, e.error.status]));
+  for (let i = 0; i < 40 && client.stats.registrations < 2; i++) await sleep(50);
+  // The complete's 410 fenced the first instance; the second claims as a new one.
+  assert.deepEqual(fenced, [['00000000-0000-0000-0000-000000000001', 'gone', 410]]);
+  assert.equal(client.stats.completesRefused, 1);
+  assert.equal(client.instanceId, '00000000-0000-0000-0000-000000000002');
+
+  const fake2 = await fakeRollcall({
+    claim: (req) => (req.auth === 'Bearer rci_1' ? problem(401, 'unauthorized', 'the instance token is not known') : fake2.defaults.claim()),
+  });
+  const fenced2 = [];
+  const client2 = startFor(t, base(fake2.url));
+  client2.on('fenced', (e) => fenced2.push([e.reason, e.error.status]));
+  assert.equal((await client2.recovered).status, 'done');
+  assert.deepEqual(fenced2, [['gone', 401]]);
+  assert.equal(client2.state, 'active');
+  await Promise.all([client.stop(), client2.stop()]);
+});
+
+test('a registration that lands after stop() is left at once, and a failed leave of it is reported', async (t) => {
+  let answer;
+  const fake = await fakeRollcall({
+    register: () => new Promise((resolve) => (answer = resolve)).then(() => fake.defaults.register()),
+    leave: () => problem(503, 'database-unavailable'),
+  });
+  const failures = [];
+  const client = startFor(t, base(fake.url));
+  client.on('leave-failed', (e) => failures.push(e));
+  while (!answer) await sleep(10);
+  await client.stop(); // the registration is still on the wire
+  answer();
+  for (let i = 0; i < 80 && failures.length === 0; i++) await sleep(25);
+  assert.equal(fake.of('leave').length, 1);
+  assert.equal(fake.of('leave')[0].auth, 'Bearer rci_1');
+  assert.deepEqual(failures.map((e) => [e.instanceId, e.error.status]), [['00000000-0000-0000-0000-000000000001', 503]]);
+  assert.equal(client.state, 'stopped');
+  assert.equal(client.instanceId, null);
+  assert.equal(client.stats.registrations, 0);
 });

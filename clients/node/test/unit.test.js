@@ -3,7 +3,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { WorkflowInvokePayloadSchema, parseQueueName } from '@workflow/world';
+import { Lifecycle, TRANSITIONS } from '../src/lifecycle.js';
+import { RETRY_AFTER_MAX_MS, parseRetryAfter, retryAfterOf, retryDelay } from '../src/retry.js';
 import {
+  RollcallApi,
   RollcallError,
   backoff,
   createTracker,
@@ -153,6 +156,112 @@ test('RollcallError: slug, retryable, gone', () => {
   assert.equal(new RollcallError({ type: 'x', status: 503 }).retryable, true);
   assert.equal(new RollcallError({ type: 'urn:rollcall:problem:rate-limited', status: 429 }).retryable, true);
   assert.equal(new RollcallError({ type: 'x', status: 410 }).gone, true);
+  assert.equal(new RollcallError({ type: 'x', status: 503 }).retryAfterMs, null);
+});
+
+test('RollcallError.gone: a 410 from any call, a 401 only to a call made with the instance token', () => {
+  for (const operation of ['claim', 'complete', 'heartbeat', 'leave']) {
+    assert.equal(new RollcallError({ type: 'urn:rollcall:problem:unauthorized', status: 401, operation }).gone, true, operation);
+    assert.equal(new RollcallError({ type: 'urn:rollcall:problem:instance-gone', status: 410, operation }).gone, true, operation);
+  }
+  // A 401 to a registration is a wrong secret, not a gone instance.
+  assert.equal(new RollcallError({ type: 'urn:rollcall:problem:unauthorized', status: 401, operation: 'register' }).gone, false);
+  assert.equal(new RollcallError({ type: 'urn:rollcall:problem:forbidden', status: 403, operation: 'heartbeat' }).gone, false);
+});
+
+test('lifecycle: every move in TRANSITIONS is made, every other one refused without a change', () => {
+  const states = Object.keys(TRANSITIONS);
+  assert.deepEqual(states.sort(), ['active', 'failed', 'fallback', 'fenced', 'new', 'registering', 'stopped', 'stopping']);
+  // Reach each state by legal moves, then try every move from it.
+  const paths = {
+    new: [],
+    registering: ['registering'],
+    active: ['registering', 'active'],
+    fenced: ['registering', 'active', 'fenced'],
+    fallback: ['registering', 'fallback'],
+    failed: ['registering', 'failed'],
+    stopping: ['stopping'],
+    stopped: ['stopping', 'stopped'],
+  };
+  for (const from of states) {
+    for (const to of states) {
+      const life = new Lifecycle();
+      for (const step of paths[from]) assert.equal(life.to(step), true, `${life.state} -> ${step}`);
+      assert.equal(life.state, from);
+      const legal = TRANSITIONS[from].includes(to);
+      assert.equal(life.to(to), legal, `${from} -> ${to}`);
+      assert.equal(life.state, legal ? to : from);
+    }
+  }
+  // What the client relies on: a stopping client never becomes active, fenced or failed again;
+  // every state but the two last can be stopped; nothing leaves stopped.
+  for (const from of states) {
+    assert.equal(TRANSITIONS[from].includes('stopping'), from !== 'stopping' && from !== 'stopped', from);
+  }
+  assert.deepEqual(TRANSITIONS.stopping, ['stopped']);
+  assert.deepEqual(TRANSITIONS.stopped, []);
+  const life = new Lifecycle();
+  assert.equal(life.stopping, false);
+  life.to('stopping');
+  assert.equal(life.stopping, true);
+  assert.equal(life.to('active'), false);
+});
+
+test('parseRetryAfter: delay-seconds or an HTTP date; anything else is no hint', () => {
+  const now = Date.parse('Mon, 30 Nov 2026 12:00:00 GMT');
+  assert.equal(parseRetryAfter('2', now), 2000);
+  assert.equal(parseRetryAfter(' 0 ', now), 0);
+  assert.equal(parseRetryAfter('Mon, 30 Nov 2026 12:00:03 GMT', now), 3000);
+  assert.equal(parseRetryAfter('Monday, 30-Nov-26 12:00:05 GMT', now), 5000, 'the obsolete RFC 850 form');
+  assert.equal(parseRetryAfter('Mon, 30 Nov 2026 11:59:00 GMT', now), 0, 'a date passed: try now');
+  for (const bad of [null, undefined, '', 'soon', '1.5', '-3', '2 s']) assert.equal(parseRetryAfter(bad, now), null, String(bad));
+});
+
+test("retryAfterOf: only 429 and 503; the body's retryAfterMs first, then the header", () => {
+  const now = Date.parse('Mon, 30 Nov 2026 12:00:00 GMT');
+  assert.equal(retryAfterOf(429, '1', { retryAfterMs: 340 }, now), 340, 'the exact figure beats the rounded header');
+  assert.equal(retryAfterOf(429, '1', null, now), 1000);
+  assert.equal(retryAfterOf(503, 'Mon, 30 Nov 2026 12:00:02 GMT', { type: 'x' }, now), 2000);
+  assert.equal(retryAfterOf(503, null, { retryAfterMs: 'soon' }, now), null);
+  assert.equal(retryAfterOf(503, null, null, now), null);
+  assert.equal(retryAfterOf(500, '5', { retryAfterMs: 5 }, now), null);
+  assert.equal(retryAfterOf(409, '5', null, now), null);
+});
+
+test('retryDelay: the hint when there is one (capped), else backoff', () => {
+  assert.equal(retryDelay({ retryAfterMs: 1234 }, 7), 1234);
+  assert.equal(retryDelay({ retryAfterMs: 0 }, 3), 0);
+  assert.equal(retryDelay({ retryAfterMs: 3_600_000 }, 1), RETRY_AFTER_MAX_MS);
+  for (const error of [{ retryAfterMs: null }, new Error('x'), undefined]) {
+    const d = retryDelay(error, 3);
+    assert.ok(d >= 500 && d <= 1000, `backoff of try 3: ${d}`);
+  }
+});
+
+test('RollcallApi: a 429 or 503 carries its wait, read from the body or the Retry-After header', async () => {
+  const answers = [
+    new Response(JSON.stringify({ type: 'urn:rollcall:problem:rate-limited', status: 429, retryAfterMs: 420 }), {
+      status: 429,
+      headers: { 'retry-after': '1', 'content-type': 'application/problem+json' },
+    }),
+    new Response('<html>busy</html>', { status: 503, headers: { 'retry-after': '3' } }),
+    new Response(JSON.stringify({ type: 'urn:rollcall:problem:internal-error', status: 500 }), {
+      status: 500,
+      headers: { 'retry-after': '3' },
+    }),
+  ];
+  const api = new RollcallApi({ url: 'http://rollcall.invalid', fetch: async () => answers.shift() });
+  const errors = [];
+  for (let i = 0; i < 3; i++) errors.push(await api.claim('rci_x', 10).catch((e) => e));
+  assert.deepEqual(
+    errors.map((e) => [e.status, e.retryable, e.retryAfterMs]),
+    [
+      [429, true, 420],
+      [503, true, 3000],
+      [500, true, null],
+    ],
+  );
+  assert.equal(errors[1].type, 'urn:rollcall:client:bad-response');
 });
 
 test('backoff: exponential, capped, jittered within [ceiling/2, ceiling]', () => {

@@ -32,6 +32,7 @@ const recovery = startRecovery({
 });
 recovery.on('batch', (b) => console.log(b.batchId, b.enqueued));
 recovery.on('complete-refused', (e) => console.log(e.status, e.error.type));
+recovery.on('leave-failed', (e) => console.warn(e.instanceId, e.error.gone, recovery.stats.leaveFailures));
 const stop: Promise<void> = recovery.stop();
 
 async function main() {
@@ -66,6 +67,6 @@ startRecovery({
 });
 
 const e: unknown = null;
-if (e instanceof RollcallError && e.retryable) console.log(e.status, e.slug);
+if (e instanceof RollcallError && e.retryable) console.log(e.status, e.slug, e.retryAfterMs ?? 'no hint');
 void main;
 void stop;
