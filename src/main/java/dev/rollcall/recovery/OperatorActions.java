@@ -2,8 +2,8 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.error.Problems.Conflict;
 import dev.rollcall.error.Problems.NotFound;
-import dev.rollcall.source.RunSource;
 import dev.rollcall.registry.InstanceService;
+import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;

@@ -93,8 +93,7 @@ class ScanRangeTest extends ApiTestBase {
   }
 
   @Test
-  void aRangeTakenOverTooOftenIsHandedOutUnclassifiedSoItCannotHoldItsEpochOpen()
-      throws Exception {
+  void aRangeTakenOverTooOftenIsHandedOutUnclassifiedSoItCannotHoldItsEpochOpen() throws Exception {
     String deploy = UUID.randomUUID().toString();
     Instance a = api.register(SourceTables.SMALL, deploy, "a");
     Instance b = api.register(SourceTables.SMALL, deploy, "b");
