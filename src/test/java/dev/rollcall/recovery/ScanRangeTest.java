@@ -36,46 +36,26 @@ class ScanRangeTest extends ApiTestBase {
     Instance b = api.register(SourceTables.SMALL, deploy, "b");
     Set<String> active = Db.activeRuns(SourceTables.SMALL);
 
-    CompletableFuture<Api.Reply> late;
-    try (Connection blocker = Db.database().connect()) {
-      blocker.setAutoCommit(false);
-      // Classification reads the ownership table; cutting a range does not. Holding it freezes
-      // a's claim between its cut (committed) and its classification.
-      try (Statement st = blocker.createStatement()) {
-        st.execute("LOCK TABLE rollcall.ownership IN ACCESS EXCLUSIVE MODE");
-      }
-      late = CompletableFuture.supplyAsync(() -> api.claim(a, 100));
-      long range = awaitScanningRange(a);
-      assertFalse(late.isDone(), "a's claim is frozen between cut and classification");
-
-      // a's lease of the range runs out (the database clock decides), and b re-takes it (and
-      // is frozen in its classification too) before a can go on.
-      BatchLeaseTest.expireLease(range);
-      CompletableFuture<Api.Reply> next = CompletableFuture.supplyAsync(() -> api.claim(b, 100));
-      awaitFence(range, 2);
-      blocker.rollback();
-      Batch taken = Api.batch(next.get(60, TimeUnit.SECONDS).expect(200).body().get("batch"));
-
-      assertEquals(range, taken.id(), "b classified a's range");
-      assertEquals(2, taken.fence());
-      // What b classified comes from the active runs, and b handed some out. (That every run of
-      // the range shows up here is not asserted: in this shared namespace a run's deferral or
-      // skip is recorded once per reason, possibly in another test's epoch; not yet explained
-      // for one run, see the notes of issue 12.)
-      Set<String> others =
-          Db.set(
-              "SELECT l.run_id FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
-                  + " WHERE e.deployment_id = ? AND l.outcome IN ('deferred', 'skipped')"
-                  + " UNION SELECT d.run_id FROM rollcall.deferred d"
-                  + " JOIN rollcall.epochs e ON e.id = d.epoch_id WHERE e.deployment_id = ?",
-              deploy,
-              deploy);
-      Set<String> classified = new java.util.HashSet<>(taken.runIds());
-      classified.addAll(others);
-      assertTrue(active.containsAll(classified), classified + " not all in " + active);
-      assertFalse(taken.runIds().isEmpty());
-    }
-    Api.Reply lateReply = late.get(60, TimeUnit.SECONDS).expect(200);
+    TakenOver t = takenOverBeforeClassifying(a, b, range -> {});
+    Batch taken = t.taken();
+    assertEquals(2, taken.fence());
+    // What b classified comes from the active runs, and b handed some out. (That every run of the
+    // range shows up in this epoch is not asserted: in this shared namespace a run's skip is
+    // written to the ledger once per reason since its last hand-out, possibly in another test's
+    // epoch.)
+    Set<String> others =
+        Db.set(
+            "SELECT l.run_id FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
+                + " WHERE e.deployment_id = ? AND l.outcome IN ('deferred', 'skipped')"
+                + " UNION SELECT d.run_id FROM rollcall.deferred d"
+                + " JOIN rollcall.epochs e ON e.id = d.epoch_id WHERE e.deployment_id = ?",
+            deploy,
+            deploy);
+    Set<String> classified = new java.util.HashSet<>(taken.runIds());
+    classified.addAll(others);
+    assertTrue(active.containsAll(classified), classified + " not all in " + active);
+    assertFalse(taken.runIds().isEmpty());
+    Api.Reply lateReply = t.late().get(60, TimeUnit.SECONDS).expect(200);
     assertNotEquals("batch", lateReply.text("status"), "a's late classification hands out nothing");
     assertEquals(
         List.of(b.id().toString()),
@@ -102,28 +82,20 @@ class ScanRangeTest extends ApiTestBase {
     String owned = "wrun_0000000002";
     api.heartbeat(owner, List.of(owned)).expect(200);
 
-    CompletableFuture<Api.Reply> late;
-    Batch taken;
-    Set<String> rangeRuns;
-    try (Connection blocker = Db.database().connect()) {
-      blocker.setAutoCommit(false);
-      try (Statement st = blocker.createStatement()) {
-        st.execute("LOCK TABLE rollcall.ownership IN ACCESS EXCLUSIVE MODE");
-      }
-      late = CompletableFuture.supplyAsync(() -> api.claim(a, 100));
-      long range = awaitScanningRange(a);
-      // Taken over maxAttempts - 1 times already (claimers that died or failed classifying it):
-      // the next retake is one too many.
-      Db.update("UPDATE rollcall.batches SET attempts = 4 WHERE id = ?", range);
-      rangeRuns = Db.set("SELECT unnest(scan_run_ids) FROM rollcall.batches WHERE id = ?", range);
-      BatchLeaseTest.expireLease(range);
-      CompletableFuture<Api.Reply> next = CompletableFuture.supplyAsync(() -> api.claim(b, 100));
-      awaitFence(range, 2);
-      blocker.rollback();
-      taken = Api.batch(next.get(60, TimeUnit.SECONDS).expect(200).body().get("batch"));
-      assertEquals(range, taken.id());
-    }
-    late.get(60, TimeUnit.SECONDS).expect(200);
+    Set<String> rangeRuns = new java.util.HashSet<>();
+    TakenOver t =
+        takenOverBeforeClassifying(
+            a,
+            b,
+            range -> {
+              // Taken over maxAttempts - 1 times already (claimers that died or failed
+              // classifying it): the next take-over is one too many.
+              Db.update("UPDATE rollcall.batches SET attempts = 4 WHERE id = ?", range);
+              rangeRuns.addAll(
+                  Db.set("SELECT unnest(scan_run_ids) FROM rollcall.batches WHERE id = ?", range));
+            });
+    Batch taken = t.taken();
+    t.late().get(60, TimeUnit.SECONDS).expect(200);
 
     rangeRuns.retainAll(Db.activeRuns(SourceTables.SMALL));
     assertTrue(rangeRuns.contains(owned));
@@ -135,6 +107,37 @@ class ScanRangeTest extends ApiTestBase {
     // The owner stops executing and leaves, owning nothing: no takeover work for other tests.
     api.heartbeat(owner, List.of()).expect(200);
     api.leave(owner, List.of()).expect(204);
+  }
+
+  /** A range cut by a late claimer and classified by the claimer that took it over. */
+  private record TakenOver(long range, CompletableFuture<Api.Reply> late, Batch taken) {}
+
+  /**
+   * {@code a}'s claim cuts a range and is frozen before classifying it; {@code beforeTakeOver} runs
+   * on the range; a's lease of it runs out (the database clock decides) and {@code b} takes it over
+   * (fence 2) and classifies it before a can go on.
+   */
+  private TakenOver takenOverBeforeClassifying(
+      Instance a, Instance b, java.util.function.LongConsumer beforeTakeOver) throws Exception {
+    try (Connection blocker = Db.database().connect()) {
+      blocker.setAutoCommit(false);
+      // Classification reads the ownership table; cutting a range does not. Holding it freezes
+      // a's claim between its cut (committed) and its classification.
+      try (Statement st = blocker.createStatement()) {
+        st.execute("LOCK TABLE rollcall.ownership IN ACCESS EXCLUSIVE MODE");
+      }
+      CompletableFuture<Api.Reply> late = CompletableFuture.supplyAsync(() -> api.claim(a, 100));
+      long range = awaitScanningRange(a);
+      assertFalse(late.isDone(), "a's claim is frozen between cut and classification");
+      beforeTakeOver.accept(range);
+      BatchLeaseTest.expireLease(range);
+      CompletableFuture<Api.Reply> next = CompletableFuture.supplyAsync(() -> api.claim(b, 100));
+      awaitFence(range, 2);
+      blocker.rollback();
+      Batch taken = Api.batch(next.get(60, TimeUnit.SECONDS).expect(200).body().get("batch"));
+      assertEquals(range, taken.id(), "b classified a's range");
+      return new TakenOver(range, late, taken);
+    }
   }
 
   /** The runs handed out in the deploy's pass: the one batch's. */

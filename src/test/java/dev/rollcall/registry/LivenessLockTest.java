@@ -17,6 +17,7 @@ import java.sql.PreparedStatement;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -55,34 +56,36 @@ class LivenessLockTest extends ApiTestBase {
   @Test
   void anInstanceIsNotDeclaredDeadHalfWayThroughItsClaim() throws Exception {
     Instance i = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "dying");
-    CompletableFuture<Reaper.Pass> reaping;
-    try (Connection claim = holdLiveCheck(i)) {
-      InstanceLifecycleTest.expireInstanceLease(i);
-      reaping = reaper.runOnce().subscribeAsCompletionStage();
-      Thread.sleep(1000);
-      assertFalse(reaping.isDone(), "the reaper waits for the claim in progress");
-      assertEquals(
-          "live", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", i.id()).get(0));
-      claim.commit();
-    }
-    reaping.get(30, TimeUnit.SECONDS);
-    assertEquals(
-        "dead", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", i.id()).get(0));
+    endWaitsForTheClaimInProgress(
+        i,
+        () -> {
+          InstanceLifecycleTest.expireInstanceLease(i);
+          return reaper.runOnce().subscribeAsCompletionStage();
+        });
   }
 
   @Test
   void anInstanceIsNotEvictedHalfWayThroughItsClaim() throws Exception {
     Instance i = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "evicted");
-    CompletableFuture<?> evicting;
+    endWaitsForTheClaimInProgress(i, () -> operators.evict(i.id()).subscribeAsCompletionStage());
+  }
+
+  /**
+   * Starts ending {@code i} (its death or eviction) while a claim of it holds its liveness check:
+   * the end must wait for the claim, and go through once the claim commits.
+   */
+  private static void endWaitsForTheClaimInProgress(Instance i, Supplier<CompletableFuture<?>> end)
+      throws Exception {
+    CompletableFuture<?> ending;
     try (Connection claim = holdLiveCheck(i)) {
-      evicting = operators.evict(i.id()).subscribeAsCompletionStage();
+      ending = end.get();
       Thread.sleep(1000);
-      assertFalse(evicting.isDone(), "the eviction waits for the claim in progress");
+      assertFalse(ending.isDone(), "the end waits for the claim in progress");
       assertEquals(
           "live", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", i.id()).get(0));
       claim.commit();
     }
-    evicting.get(30, TimeUnit.SECONDS);
+    ending.get(30, TimeUnit.SECONDS);
     assertEquals(
         "dead", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", i.id()).get(0));
   }
