@@ -199,7 +199,9 @@ class EndToEndIT {
           Integer.getInteger("e2e.engine-kills", 0),
           Integer.getInteger("e2e.runs", 9),
           Integer.getInteger("e2e.step-ms", 2_000),
-          Integer.getInteger("e2e.deadline-s", 60),
+          // Past the SDK's own 120 s replay budget: a redelivery that livelocks in the runtime's
+          // owned-step recovery (e2e/FINDINGS.md) ends then, and its run must still finish.
+          Integer.getInteger("e2e.deadline-s", 150),
           Integer.getInteger("e2e.engine-deadline-s", 60),
           Long.getLong("e2e.seed", System.nanoTime()),
           System.getProperty("e2e.recovery", "world"),
