@@ -262,7 +262,10 @@ class SessionLivenessTest extends ApiTestBase {
     Connection again = Db.database().connect();
     opened.add(again);
     h.session().close();
+    // The closed session's backend lets go of the lock a moment after the close returns.
+    awaitEnded();
     int pid = lock(again, h.classId(), h.objId());
+    assertTrue(pid > 0, "the lock is taken again in the new session");
     report(h.instance(), "held", pid, true).expect(200);
     again.close();
 
