@@ -77,6 +77,11 @@ export interface RecoveryOptionsBase {
   name?: string;
   /** The engine's queue worker ids in this process, if known. */
   workerIds?: string[];
+  /**
+   * The engine's queue worker ids as they are found (see `noticingPool`): named at registration
+   * and, when found later, in the next heartbeat (within `reportPromptlyMs`).
+   */
+  queueWorkers?: QueueWorkers;
   /** The in-flight set heartbeats carry: a tracker or a function; default a fresh tracker (`handle.tracker`). */
   inFlight?: Tracker | (() => InFlightEntry[]);
   /** Stops the client when aborted, like `stop()`. */
@@ -361,3 +366,30 @@ export declare class RollcallApi {
   heartbeat(token: string, instanceId: string, inFlight?: InFlightEntry[], timeoutMs?: number): Promise<{ leaseExpiresAt: string; recoveryPending: boolean; recheckAfterMs?: number }>;
   leave(token: string, instanceId: string, inFlight?: InFlightEntry[]): Promise<null>;
 }
+
+/** The queue worker ids of this process, collected by a `noticingPool`. */
+export declare class QueueWorkers {
+  /** The ids seen so far, in the order first seen. */
+  list(): string[];
+  readonly size: number;
+  /** Calls `listener` for each id seen from now on; returns the function that stops it. */
+  onNew(listener: (id: string) => void): () => void;
+  /** Adds an id; true when it was new. At most MAX_QUEUE_WORKERS are kept. */
+  add(id: string): boolean;
+  /** Looks at one query as pg's `Client#query` receives it. */
+  noticeQuery(config: unknown, values?: unknown[]): void;
+}
+
+/** Rollcall keeps at most this many worker ids per instance. */
+export declare const MAX_QUEUE_WORKERS: number;
+
+/**
+ * A pg Pool (of the `pg` module given: the one the engine uses) whose clients tell `workers` the
+ * id of every graphile-worker worker that polls for a job through it. Give it to the engine
+ * (`createWorld({ pool, ... })`) and `workers` to `startRecovery({ queueWorkers })`.
+ */
+export declare function noticingPool(
+  pg: { Pool: new (options: any) => any; Client: new (...args: any[]) => any },
+  options: Record<string, unknown>,
+  workers: QueueWorkers,
+): any;

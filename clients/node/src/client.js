@@ -90,6 +90,9 @@ export class RecoveryClient {
     if (o.maxRuns != null && !(Number.isInteger(o.maxRuns) && o.maxRuns >= 1 && o.maxRuns <= 5000)) {
       throw new TypeError('startRecovery: maxRuns is an integer from 1 to 5000');
     }
+    if (o.queueWorkers != null && typeof o.queueWorkers.list !== 'function') {
+      throw new TypeError('startRecovery: queueWorkers is a QueueWorkers (list(), onNew())');
+    }
     this.#o = o;
     this.#o.name ??= `${hostname()}-${process.pid}`;
     this.#log = toLogger(o.logger);

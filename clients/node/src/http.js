@@ -44,9 +44,10 @@ export class RollcallApi {
     return this.#call('complete', 'POST', `/recovery/batches/${batchId}/complete`, token, body, [200]);
   }
 
-  heartbeat(token, instanceId, inFlight, timeoutMs, sessionLock) {
+  heartbeat(token, instanceId, inFlight, timeoutMs, sessionLock, workerIds) {
     const body = inFlight ? { inFlight } : {};
     if (sessionLock) body.sessionLock = sessionLock;
+    if (workerIds?.length) body.workerIds = workerIds;
     return this.#call(
       'heartbeat',
       'POST',

@@ -17,6 +17,7 @@ import { constants, hostname } from 'node:os';
 import { join } from 'node:path';
 import { startRecovery } from './client.js';
 import { toLogger } from './log.js';
+import { noticingPool, QueueWorkers } from './queue-workers.js';
 import { createTracker } from './tracker.js';
 import { startWorldWithoutRecovery, trackWorld } from './world.js';
 
@@ -96,7 +97,7 @@ function loadWorldPackage(name) {
       throw new Error(`@rollcall/client/world: ${name} (${path}) exports no createWorld function`);
     }
     const pg = createRequire(path)('pg');
-    return { createWorld: mod.createWorld, Pool: pg.Pool ?? pg.default?.Pool, path };
+    return { createWorld: mod.createWorld, pg: pg.Pool ? pg : pg.default, path };
   }
   throw new Error(
     `@rollcall/client/world: cannot find ${name}; install it next to @rollcall/client ` +
@@ -108,6 +109,8 @@ function loadWorldPackage(name) {
 function processState() {
   globalThis[PROCESS_STATE] ??= {
     tracker: createTracker(),
+    // The graphile-worker ids of this process, read off the engine's own pool (queue-workers.js).
+    workers: new QueueWorkers(),
     client: null,
     pool: null,
     stopping: null,
@@ -126,8 +129,10 @@ export function createWorld(options = {}) {
   const settings = worldSettings(process.env);
   const state = processState();
   const engine = loadWorldPackage(settings.worldPackage);
-  // The stock factory with no argument reads WORKFLOW_POSTGRES_* exactly as the stock world does.
-  const world = engine.createWorld();
+  // The engine's pool is built here, so that every graphile worker's id is known from its first
+  // poll; everything else is what the stock factory reads from the environment itself.
+  const enginePool = noticingPool(engine.pg, enginePoolOptions(settings, process.env), state.workers);
+  const world = engine.createWorld(engineConfig(enginePool, process.env));
   trackWorld(world, state.tracker, {
     // After shutdown began, a delivery that reaches a handler never starts executing: the process
     // exits right after it left Rollcall, and the job's lock is released by the service.
@@ -135,7 +140,7 @@ export function createWorld(options = {}) {
   });
   const ensureClient = () => {
     if (state.client || state.stopping) return state.client;
-    state.pool = new engine.Pool({ connectionString: settings.databaseUrl, max: 2 });
+    state.pool = new engine.pg.Pool({ connectionString: settings.databaseUrl, max: 2 });
     state.pool.on('error', () => {}); // an idle client's error: the next query reports it
     const logger = toLogger(options.logger);
     state.client = startRecovery({
@@ -147,6 +152,7 @@ export function createWorld(options = {}) {
       pool: state.pool,
       jobPrefix: settings.jobPrefix,
       inFlight: state.tracker,
+      queueWorkers: state.workers,
       fallback: settings.fallback,
       // The engine's own full re-enqueue, for fallback 'local': the stock start() on a started queue.
       localRecovery: () => stockStart(),
@@ -160,7 +166,15 @@ export function createWorld(options = {}) {
 
   const stockStart = world.start.bind(world);
   const stockQueue = world.queue.bind(world);
-  const stockClose = world.close?.bind(world) ?? (async () => {});
+  // Given a pool, the engine's close() leaves it open: it is ended here, after the engine's.
+  const engineClose = world.close?.bind(world) ?? (async () => {});
+  const stockClose = async () => {
+    try {
+      await engineClose();
+    } finally {
+      await enginePool.end().catch(() => {});
+    }
+  };
   const entry = { close: stockClose, started: false };
   state.worlds.set(world, entry);
 
@@ -189,6 +203,33 @@ export function createWorld(options = {}) {
 }
 
 export default createWorld;
+
+/**
+ * The options of the engine's pg pool: what the stock factory would give its own pool (the
+ * connection string and WORKFLOW_POSTGRES_MAX_POOL_SIZE; pg's default size otherwise).
+ */
+export function enginePoolOptions(settings, env) {
+  const max = parseInt(env.WORKFLOW_POSTGRES_MAX_POOL_SIZE || '', 10);
+  return {
+    connectionString: settings.databaseUrl,
+    ...(Number.isFinite(max) && max > 0 ? { max } : {}),
+  };
+}
+
+/**
+ * The configuration the stock factory builds from the environment when called without one
+ * (world-postgres 4.3 and 5.0), with `pool` added. Left unset, the concurrency falls back to the
+ * engine's own default (10 in 4.3, 50 in 5.0), as it does without Rollcall.
+ */
+export function engineConfig(pool, env) {
+  const concurrency = parseInt(env.WORKFLOW_POSTGRES_WORKER_CONCURRENCY || '', 10);
+  return {
+    pool,
+    jobPrefix: env.WORKFLOW_POSTGRES_JOB_PREFIX,
+    ...(Number.isFinite(concurrency) && concurrency > 0 ? { queueConcurrency: concurrency } : {}),
+    applicationManagedShutdown: env.WORKFLOW_POSTGRES_APPLICATION_MANAGED_SHUTDOWN === '1',
+  };
+}
 
 /** The Rollcall client of this process, once a world has started (null before). */
 export function rollcallClient() {

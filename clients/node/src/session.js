@@ -40,12 +40,14 @@ export class Membership {
    */
   async join(deadline) {
     const { o, api, log, life } = this.#ctx;
-    const { namespace, deploymentId, name, workerIds, registrationSecret } = o;
+    const { namespace, deploymentId, name, registrationSecret } = o;
     const body = { namespace, deploymentId, name };
-    if (workerIds?.length) body.workerIds = workerIds;
     for (let attempt = 1; ; attempt++) {
       if (life.stopping) throw new Error('stopped');
       const sentAt = now();
+      const workerIds = this.workerIds();
+      if (workerIds.length) body.workerIds = workerIds;
+      else delete body.workerIds;
       // What this process executes already (a registration after a fence): published with the
       // registration itself, and again by the heartbeat that follows it.
       const inFlight = this.inFlightSet();
@@ -54,7 +56,7 @@ export class Membership {
       try {
         const answer = await api.register(registrationSecret, body);
         // Publish what this process already executes before any claim can scan those runs.
-        await this.#open(answer, sentAt);
+        await this.#open(answer, sentAt, workerIds);
         return;
       } catch (error) {
         if (!(error instanceof RollcallError) || !error.retryable) throw error;
@@ -88,6 +90,16 @@ export class Membership {
     return error;
   }
 
+  /**
+   * The queue worker ids of this process: those given as `workerIds`, then those `queueWorkers`
+   * found so far (see queue-workers.js).
+   */
+  workerIds() {
+    const { o } = this.#ctx;
+    const found = o.queueWorkers?.list() ?? [];
+    return [...new Set([...(o.workerIds ?? []), ...found])];
+  }
+
   /** The in-flight set to publish, at most MAX_IN_FLIGHT entries; undefined when the source failed. */
   inFlightSet() {
     const { inFlight, log } = this.#ctx;
@@ -106,10 +118,10 @@ export class Membership {
     return ids;
   }
 
-  #open(answer, sentAt) {
+  #open(answer, sentAt, workerIds) {
     const { o, log, life, counters, emit } = this.#ctx;
     const previous = this.#session?.instanceId ?? null;
-    const session = new Session(this.#ctx, this, answer, sentAt);
+    const session = new Session(this.#ctx, this, answer, sentAt, workerIds);
     if (!life.to('active')) {
       // Registered while stopping: leave at once rather than hold a lease nobody renews.
       this.#leave(session, { exiting: false });
@@ -212,9 +224,11 @@ class Session {
   // A prompt report of new work is due (see #reportPromptly); and when the last beat was sent.
   #promptTimer = null;
   #lastSentAt = 0;
-  #stopWatching = null;
+  #stopWatching = [];
+  // The queue worker ids the service has (registered, or named by an answered heartbeat).
+  #named;
 
-  constructor(ctx, membership, answer, sentAt) {
+  constructor(ctx, membership, answer, sentAt, workerIds = []) {
     this.#ctx = ctx;
     this.#membership = membership;
     this.instanceId = answer.instanceId;
@@ -222,6 +236,7 @@ class Session {
     this.leaseTtlMs = answer.leaseTtlMs;
     this.heartbeatIntervalMs = answer.heartbeatIntervalMs;
     this.#keys = answer.sessionLock;
+    this.#named = new Set(workerIds);
     // The lease was granted no earlier than the request left; counting from then errs safe.
     this.#leaseDeadline = sentAt + answer.leaseTtlMs;
   }
@@ -249,15 +264,24 @@ class Session {
     }
     this.#armFence();
     this.#heartbeatTimer = setInterval(() => this.heartbeat(), this.heartbeatIntervalMs);
-    const tracker = this.#ctx.inFlight?.tracker;
-    if (this.#ctx.o.reportPromptlyMs > 0 && typeof tracker?.onBegin === 'function') {
-      this.#stopWatching = tracker.onBegin(() => this.#reportPromptly());
+    const { o, inFlight } = this.#ctx;
+    if (o.reportPromptlyMs > 0) {
+      const tracker = inFlight?.tracker;
+      if (typeof tracker?.onBegin === 'function') {
+        this.#stopWatching.push(tracker.onBegin(() => this.#reportPromptly()));
+      }
+      // A queue worker found after registration is named as promptly as new work: until the
+      // service knows it, a lock it takes waits for the orphan release if this process dies.
+      if (typeof o.queueWorkers?.onNew === 'function') {
+        this.#stopWatching.push(o.queueWorkers.onNew(() => this.#reportPromptly()));
+      }
+      if (this.#membership.workerIds().some((id) => !this.#named.has(id))) this.#reportPromptly();
     }
   }
 
   /**
-   * New work began: report it within reportPromptlyMs rather than at the next regular beat (up to
-   * a whole interval later), at most one such beat a second. Until an execution's message is
+   * New work began (or a new queue worker was found): report it within reportPromptlyMs rather
+   * than at the next regular beat (up to a whole interval later), at most one such beat a second. Until an execution's message is
    * reported, Rollcall cannot tell its queue lock from an orphan's: a process killed before its
    * next beat would leave those locks to the orphan release (older than the activity fence)
    * instead of its takeover.
@@ -278,7 +302,7 @@ class Session {
     clearTimeout(this.#soonTimer);
     clearTimeout(this.#promptTimer);
     clearInterval(this.#heartbeatTimer);
-    this.#stopWatching?.();
+    for (const stop of this.#stopWatching.splice(0)) stop?.();
   }
 
   /**
@@ -310,7 +334,9 @@ class Session {
       // Bounded so that one lost request costs at most one skipped beat, not the lease.
       const timeout = Math.min(o.requestTimeoutMs, this.leaseTtlMs, 2 * this.heartbeatIntervalMs);
       if (this.lock) await withinMs(this.lock.verify(), Math.min(1_000, this.heartbeatIntervalMs / 3));
-      const answer = await api.heartbeat(this.token, this.instanceId, this.#membership.inFlightSet(), timeout, this.lock?.report());
+      const newWorkers = this.#membership.workerIds().filter((id) => !this.#named.has(id));
+      const answer = await api.heartbeat(this.token, this.instanceId, this.#membership.inFlightSet(), timeout, this.lock?.report(), newWorkers);
+      for (const id of newWorkers) this.#named.add(id);
       if (!this.#live) return; // fenced meanwhile: the app was told; stay fenced
       this.#leaseDeadline = sentAt + this.leaseTtlMs;
       this.#armFence();

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, test } from 'node:test';
-import { RollcallError, createTracker, startRecovery } from '../src/index.js';
+import { QueueWorkers, RollcallError, createTracker, startRecovery } from '../src/index.js';
 import { freePort } from './support/service.js';
 
 const servers = [];
@@ -366,6 +366,75 @@ test('new work is reported promptly: an execution that begins is in a heartbeat 
   await sleep(1_300);
   assert.equal(beatsSince().length, 2);
   await client.stop();
+});
+
+test('queue workers: those known at registration are registered, one found later is named in the next beat within reportPromptlyMs, once', async () => {
+  const workers = new QueueWorkers();
+  workers.add('worker-a');
+  const fake = await fakeRollcall({ register: () => slowBeats(fake.defaults.register()) });
+  const client = startRecovery(base(fake.url, { workerIds: ['static-1'], queueWorkers: workers }));
+  await client.recovered;
+  assert.deepEqual(fake.of('register')[0].body.workerIds, ['static-1', 'worker-a']);
+  await sleep(100);
+  const before = fake.of('heartbeat').length;
+  const beatsSince = () => fake.of('heartbeat').slice(before);
+  const until = async (n) => {
+    for (const deadline = Date.now() + 5_000; beatsSince().length < n && Date.now() < deadline; ) await sleep(20);
+    return beatsSince();
+  };
+  const found = Date.now();
+  workers.add('worker-b');
+  workers.add('worker-a'); // seen before: no news
+  const [first] = await until(1);
+  assert.ok(first, 'a prompt beat, not a whole 20 s interval later');
+  assert.ok(first.at - found >= 200, `${first.at - found} ms after it was found, not before reportPromptlyMs`);
+  assert.deepEqual(first.body.workerIds, ['worker-b'], 'only the worker the service does not have');
+  // The next beat (a new execution) names no worker again.
+  client.tracker.begin('wrun_1', 'msg_1');
+  const [, second] = await until(2);
+  assert.ok(second);
+  assert.equal(second.body.workerIds, undefined);
+  await client.stop();
+});
+
+test('queue workers: a beat that failed names its workers again in the next one', async () => {
+  const workers = new QueueWorkers();
+  const fake = await fakeRollcall({
+    register: () => slowBeats(fake.defaults.register()),
+    heartbeat: (req, n) => (n === 1 ? { status: 503, body: {} } : fake.defaults.heartbeat()),
+  });
+  const client = startRecovery(base(fake.url, { queueWorkers: workers }));
+  await client.recovered;
+  assert.equal(fake.of('register')[0].body.workerIds, undefined, 'none known yet: none sent');
+  const beats = async (n) => {
+    for (const deadline = Date.now() + 5_000; fake.of('heartbeat').length < n && Date.now() < deadline; ) await sleep(20);
+  };
+  workers.add('worker-x');
+  await beats(1);
+  client.tracker.begin('wrun_1', 'msg_1'); // new work: another prompt beat, a second after the first
+  await beats(2);
+  const [failed, next] = fake.of('heartbeat');
+  assert.deepEqual(failed.body.workerIds, ['worker-x']);
+  assert.ok(next, 'a second beat');
+  assert.deepEqual(next.body.workerIds, ['worker-x'], 'named again: the first answer never came');
+  await client.stop();
+});
+
+test('QueueWorkers notices the id of a graphile worker taking a job, and nothing else', () => {
+  const workers = new QueueWorkers();
+  const seen = [];
+  workers.onNew((id) => seen.push(id));
+  const takesAJob = 'with j as (select ...) update "graphile_worker"._private_jobs as jobs set attempts = jobs.attempts + 1, locked_by = $1::text, locked_at = now() from j where jobs.id = j.id returning *';
+  workers.noticeQuery({ text: takesAJob, values: ['worker-1f', [1, 2]] });
+  workers.noticeQuery(takesAJob, ['worker-2e', [1]]);
+  workers.noticeQuery({ text: takesAJob, values: ['worker-1f', [1]] }); // again: not new
+  workers.noticeQuery({ text: 'select * from runs where id = $1', values: ['worker-3d'] });
+  workers.noticeQuery({ text: 'update jobs set locked_by = null where locked_by = $2', values: ['x', 'worker-4c'] });
+  workers.noticeQuery({ text: takesAJob, values: [42] });
+  workers.noticeQuery({ text: takesAJob });
+  workers.noticeQuery(null);
+  assert.deepEqual(workers.list(), ['worker-1f', 'worker-2e']);
+  assert.deepEqual(seen, ['worker-1f', 'worker-2e']);
 });
 
 test('reportPromptlyMs: 0 leaves new work to the regular beat', async () => {

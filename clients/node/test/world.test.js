@@ -136,6 +136,22 @@ describe('the zero-code world module', { timeout: 600_000 }, () => {
         }
         const expected = sortEntries(queued.map((j) => ({ runId: j.runId, messageId: j.key })));
 
+        // Every graphile worker of the process (concurrency 5) is named to the service, at
+        // registration or in an answered heartbeat, and every job is locked by one of them: a
+        // death releases all its locks at once.
+        const beatPath = `/instances/${encodeURIComponent(instanceId)}/heartbeat`;
+        const named = await until('the five queue workers named', () => {
+          const ids = new Set([
+            ...(registrations[0].body.workerIds ?? []),
+            ...proxy.records.filter((r) => r.path === beatPath && r.status === 200).flatMap((r) => r.body?.workerIds ?? []),
+          ]);
+          return ids.size >= 5 && ids;
+        });
+        assert.equal(named.size, 5, `one id per unit of concurrency: ${[...named]}`);
+        for (const job of queued) assert.ok(named.has(job.locked_by), `job locked by ${job.locked_by}, a named worker`);
+        const stored = await db.query('SELECT worker_ids FROM rollcall.instances WHERE id = $1', [instanceId]);
+        assert.deepEqual([...stored.rows[0].worker_ids].sort(), [...named].sort(), 'the service keeps them');
+
         // Heartbeats carry the executions with their message ids, and the service accepts them.
         const beat = await until('a heartbeat with the three executions', () =>
           proxy.records.find(

@@ -87,11 +87,14 @@ public class InstanceResource {
     Optional<List<InFlight>> inFlight = inFlight(request == null ? null : request.inFlight());
     Optional<SessionReport> session =
         Optional.ofNullable(request).map(HeartbeatRequest::sessionLock).map(Requests::session);
+    List<String> workerIds =
+        Requests.texts(
+            request == null ? null : request.workerIds(), "workerIds", Requests.MAX_WORKER_IDS);
     return instances
         .authenticate(Requests.bearer(authorization))
         .invoke(caller -> InstanceService.requireSelf(caller, id))
         .invoke(caller -> limiter.heartbeat(caller.instanceId()))
-        .chain(caller -> instances.heartbeat(caller, inFlight, session))
+        .chain(caller -> instances.heartbeat(caller, inFlight, session, workerIds))
         .map(
             h ->
                 new HeartbeatResponse(

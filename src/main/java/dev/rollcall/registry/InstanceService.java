@@ -192,6 +192,12 @@ public class InstanceService {
    * After a peer's lease runs out, the reaper needs up to one interval to open its takeover; this
    * much more covers the pass itself.
    */
+  /**
+   * The most queue worker ids one instance may have (registered, then named in heartbeats); a
+   * graphile-worker process has one per unit of its concurrency.
+   */
+  public static final int MAX_WORKER_IDS = 1000;
+
   static final Duration RECHECK_MARGIN = Duration.ofMillis(100);
 
   /**
@@ -209,9 +215,10 @@ public class InstanceService {
   public Uni<Heartbeat> heartbeat(
       Caller caller,
       Optional<List<InFlight>> inFlight,
-      Optional<SessionLiveness.SessionReport> session) {
+      Optional<SessionLiveness.SessionReport> session,
+      List<String> workerIds) {
     long started = System.nanoTime();
-    return renew(caller, inFlight, session)
+    return renew(caller, inFlight, session, workerIds)
         .invoke(
             beat ->
                 metrics.heartbeat(
@@ -266,14 +273,21 @@ public class InstanceService {
   private Uni<Heartbeat> renew(
       Caller caller,
       Optional<List<InFlight>> inFlight,
-      Optional<SessionLiveness.SessionReport> session) {
+      Optional<SessionLiveness.SessionReport> session,
+      List<String> workerIds) {
     return pool.withTransaction(
         conn ->
             conn.preparedQuery(
                     "UPDATE rollcall.instances SET last_heartbeat_at = now(),"
-                        + " lease_expires_at = now() + $2::bigint * interval '1 millisecond'"
+                        + " lease_expires_at = now() + $2::bigint * interval '1 millisecond',"
+                        // Queue workers found since registration join those it has (a process
+                        // names each worker once it sees it): never replaced, never more than $8.
+                        + " worker_ids = CASE WHEN cardinality($7::text[]) = 0 THEN worker_ids"
+                        + "   ELSE worker_ids || ARRAY(SELECT n.w FROM (SELECT DISTINCT w"
+                        + "   FROM unnest($7::text[]) AS u(w) WHERE w <> ALL(worker_ids)) n"
+                        + "   ORDER BY n.w LIMIT greatest(0, $8 - cardinality(worker_ids))) END"
                         + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
-                        + " RETURNING lease_expires_at, "
+                        + " RETURNING lease_expires_at, cardinality(worker_ids) AS workers, "
                         + RECOVERY_PENDING
                         + " AS recovery_pending, "
                         + PEER_EXPIRES_IN_MS
@@ -286,13 +300,21 @@ public class InstanceService {
                             caller.namespace(),
                             caller.deploymentId(),
                             config.heartbeatInterval().toMillis(),
-                            2 * reaperInterval().toMillis())))
+                            2 * reaperInterval().toMillis(),
+                            workerIds.toArray(String[]::new),
+                            MAX_WORKER_IDS)))
                 .chain(
                     rows -> {
                       if (rows.size() == 0) {
                         throw new InstanceGone(caller.instanceId());
                       }
                       Row row = rows.iterator().next();
+                      if (!workerIds.isEmpty() && row.getInteger("workers") >= MAX_WORKER_IDS) {
+                        LOG.warnf(
+                            "instance %s names %d queue workers or more; those beyond are not"
+                                + " kept, and their locks wait for the orphan release",
+                            caller.instanceId(), MAX_WORKER_IDS);
+                      }
                       Long peerExpiresInMs = row.getLong("peer_expires_in_ms");
                       Heartbeat beat =
                           new Heartbeat(

@@ -292,6 +292,32 @@ class BadInputTest extends ApiTestBase {
                     "{}",
                     404),
                 new Case(
+                    "heartbeat workerIds not a list",
+                    "POST",
+                    hb,
+                    a.token(),
+                    "application/json",
+                    "{\"workerIds\":\"w\"}",
+                    400),
+                new Case(
+                    "heartbeat with too many workerIds",
+                    "POST",
+                    hb,
+                    a.token(),
+                    "application/json",
+                    "{\"workerIds\":["
+                        + String.join(",", java.util.Collections.nCopies(1001, "\"w\""))
+                        + "]}",
+                    400),
+                new Case(
+                    "heartbeat with an empty worker id",
+                    "POST",
+                    hb,
+                    a.token(),
+                    "application/json",
+                    "{\"workerIds\":[\"\"]}",
+                    400),
+                new Case(
                     "heartbeat of another instance",
                     "POST",
                     "instances/" + other.id() + "/heartbeat",

@@ -13,12 +13,16 @@ import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
+import java.sql.Connection;
+import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.postgresql.PGConnection;
+import org.postgresql.PGNotification;
 
 /**
  * Queue locks learned from the queue: the worker holding the job of a message an instance reports
@@ -176,6 +180,66 @@ class QueueLocksTest extends ApiTestBase {
             victim.id(),
             name("wrun_2")));
     api.leave(peer).expect(204);
+  }
+
+  @Test
+  void workersNamedInHeartbeatsAreTheInstancesFromThenOnAndTheirLocksGoAtItsDeath() {
+    Instance peer = api.register(SourceTables.ENGINE, name("d"), "peer");
+    Instance victim = api.register(SourceTables.ENGINE, name("d"), "victim", List.of(name("w0")));
+    // Found after registration, one beat at a time; a name sent twice is kept once.
+    api.heartbeatWorkers(victim, List.of(name("w1"), name("w2"), name("w1"))).expect(200);
+    api.heartbeatWorkers(victim, List.of(name("w2"), name("w3"))).expect(200);
+    api.heartbeatWorkers(peer, List.of(name("wp"))).expect(200);
+    assertEquals(
+        List.of("{" + String.join(",", name("w0"), name("w1"), name("w2"), name("w3")) + "}"),
+        Db.column("SELECT worker_ids::text FROM rollcall.instances WHERE id = ?", victim.id()));
+    // Jobs the victim's workers locked but whose messages it never reported: only the named
+    // workers tell whose they are. An hour old, yet not orphans while their instance lives.
+    long named = job(FLOWS, name("msg_1"), name("msg_1"), name("wrun_1"), name("w3"), HOUR_MS);
+    long peers = job(FLOWS, name("msg_2"), name("msg_2"), name("wrun_2"), name("wp"), HOUR_MS);
+    reaper.releaseOrphans().await().indefinitely();
+    assertEquals(name("w3"), lockOf(named));
+    assertEquals(name("wp"), lockOf(peers));
+
+    TakeoverTest.expireLease(victim);
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals("-", lockOf(named));
+    assertEquals(name("wp"), lockOf(peers), "a live peer's named worker");
+    List<String> proof = released(name("wrun_1"));
+    assertEquals(1, proof.size(), proof.toString());
+    assertTrue(proof.get(0).contains("named by instance " + victim.id()), proof.get(0));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aReleaseWakesTheQueuesIdleWorkersWhenItCommits() throws Exception {
+    Instance victim = api.register(SourceTables.ENGINE, name("d"), "victim", List.of(name("w")));
+    job(FLOWS, name("msg_1"), name("msg_1"), name("wrun_1"), name("w"), 0);
+    job(FLOWS, name("msg_2"), name("msg_2"), name("wrun_2"), name("w"), 0);
+    try (Connection listener = Db.database().connect()) {
+      try (Statement st = listener.createStatement()) {
+        st.execute("LISTEN \"jobs:insert\"");
+      }
+      PGConnection pg = listener.unwrap(PGConnection.class);
+      TakeoverTest.expireLease(victim);
+      reaper.runOnce().await().indefinitely();
+      // graphile-worker's runners nudge up to `count` idle workers on this channel.
+      List<String> payloads = new ArrayList<>();
+      long deadline = System.nanoTime() + 5_000_000_000L;
+      while (payloads.isEmpty() && System.nanoTime() < deadline) {
+        PGNotification[] got = pg.getNotifications(500);
+        if (got != null) {
+          for (PGNotification n : got) {
+            payloads.add(n.getName() + " " + n.getParameter());
+          }
+        }
+      }
+      // Both locks were released by one statement, so one notification counts them (at least).
+      assertEquals(1, payloads.size(), payloads.toString());
+      assertTrue(
+          payloads.get(0).matches("jobs:insert \\{\"count\":([2-9]|\\d\\d+)\\}"), payloads.get(0));
+    }
   }
 
   @Test

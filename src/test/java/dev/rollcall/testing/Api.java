@@ -186,6 +186,13 @@ public final class Api {
     return post("instances/" + instance.id() + "/heartbeat", instance.token(), body);
   }
 
+  /** A heartbeat that names queue workers the instance found since it registered. */
+  public Reply heartbeatWorkers(Instance instance, List<String> workerIds) {
+    ObjectNode body = JSON.createObjectNode();
+    workerIds.forEach(body.putArray("workerIds")::add);
+    return post("instances/" + instance.id() + "/heartbeat", instance.token(), body);
+  }
+
   /** A graceful leave whose last in-flight set is given as entries (strings or objects). */
   public Reply leaveEntries(Instance instance, List<? extends JsonNode> entries) {
     ObjectNode body = JSON.createObjectNode();

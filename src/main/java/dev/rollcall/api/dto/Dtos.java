@@ -61,9 +61,11 @@ public final class Dtos {
   /**
    * {@code POST /instances/{id}/heartbeat}; the body is optional. {@code inFlight}, when present,
    * replaces the instance's in-flight set; absent leaves it as it was. {@code sessionLock}, when
-   * present, is the state of the instance's session lock.
+   * present, is the state of the instance's session lock. {@code workerIds}, when present, names
+   * queue workers of the instance found since it registered; they are added to those it has.
    */
-  public record HeartbeatRequest(List<InFlightEntry> inFlight, SessionLockReport sessionLock) {}
+  public record HeartbeatRequest(
+      List<InFlightEntry> inFlight, SessionLockReport sessionLock, List<String> workerIds) {}
 
   /**
    * The session lock as the client holds it: {@code state} is {@code held} (by backend {@code
