@@ -25,8 +25,10 @@ import org.jboss.logging.Logger;
 
 /**
  * Instances and their leases. An instance is live while {@code state = 'live'} and its lease has
- * not expired by the database's clock; every statement that acts on liveness decides it itself, so
- * two service replicas can never disagree about whether an instance is live.
+ * not expired by the database's clock: the SQL function {@code rollcall.is_live} is that rule (and
+ * {@code rollcall.is_expired} its complement the reaper acts on); every statement that acts on
+ * liveness decides it itself, so two service replicas can never disagree about whether an instance
+ * is live.
  */
 @ApplicationScoped
 public class InstanceService {
@@ -272,7 +274,7 @@ public class InstanceService {
             conn.preparedQuery(
                     "UPDATE rollcall.instances SET last_heartbeat_at = now(),"
                         + " lease_expires_at = now() + $2::bigint * interval '1 millisecond'"
-                        + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
+                        + " WHERE id = $1 AND rollcall.is_live(state, lease_expires_at)"
                         + " RETURNING lease_expires_at, "
                         + RECOVERY_PENDING
                         + " AS recovery_pending, "
@@ -350,8 +352,8 @@ public class InstanceService {
             () ->
                 conn.preparedQuery(
                         "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
-                            + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
-                            + " AND lease_expires_at > now() RETURNING id")
+                            + " end_reason = 'left' WHERE id = $1"
+                            + " AND rollcall.is_live(state, lease_expires_at) RETURNING id")
                     .execute(Tuple.of(caller.instanceId())))
         .chain(
             rows -> {
@@ -381,7 +383,7 @@ public class InstanceService {
   /** Live instances whose lease has expired by the database's clock, oldest first. */
   public Uni<List<UUID>> expired(int limit) {
     return pool.preparedQuery(
-            "SELECT id FROM rollcall.instances WHERE state = 'live' AND lease_expires_at <= now()"
+            "SELECT id FROM rollcall.instances WHERE rollcall.is_expired(state, lease_expires_at)"
                 + " ORDER BY lease_expires_at LIMIT $1")
         .execute(Tuple.of(limit))
         .map(
@@ -401,7 +403,7 @@ public class InstanceService {
                 conn.preparedQuery(
                         "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
                             + " end_reason = 'lease-expired'"
-                            + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
+                            + " WHERE id = $1 AND rollcall.is_expired(state, lease_expires_at)"
                             + " RETURNING id, namespace, worker_ids, lease_expires_at")
                     .execute(Tuple.of(instanceId)))
         .map(InstanceService::dead);
@@ -435,8 +437,8 @@ public class InstanceService {
    * their instance's claims.
    */
   static final String LIVE_CHECK =
-      "SELECT 1 FROM rollcall.instances WHERE id = $1 AND state = 'live'"
-          + " AND lease_expires_at > now() FOR KEY SHARE";
+      "SELECT 1 FROM rollcall.instances WHERE id = $1"
+          + " AND rollcall.is_live(state, lease_expires_at) FOR KEY SHARE";
 
   /**
    * Taken before an instance is declared dead or left: waits for its claims and completions in
