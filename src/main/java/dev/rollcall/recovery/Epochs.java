@@ -107,7 +107,10 @@ public class Epochs {
         .preparedQuery(
             "SELECT "
                 + Epoch.COLUMNS
-                + " FROM rollcall.epochs WHERE namespace = $1 AND kind <> 'boot'"
+                // No deployment: the epochs every instance serves; the caller adds its own
+                // deploy's boot epoch (ClaimService).
+                + " FROM rollcall.epochs WHERE namespace = $1"
+                + " AND rollcall.serves(kind, deployment_id, NULL)"
                 + " AND state = 'open' ORDER BY (kind = 'takeover') DESC, id")
         .execute(Tuple.of(namespace))
         .map(

@@ -165,11 +165,10 @@ public class InstanceService {
    */
   static final String RECOVERY_PENDING =
       "EXISTS (SELECT 1 FROM rollcall.epochs e WHERE e.namespace = $3 AND e.state = 'open'"
-          + " AND (e.kind <> 'boot' OR e.deployment_id = $4)"
+          + " AND rollcall.serves(e.kind, e.deployment_id, $4)"
           + " AND (NOT e.scan_done"
           + "   OR EXISTS (SELECT 1 FROM rollcall.batches b WHERE b.epoch_id = e.id"
-          + "     AND (b.state = 'ready'"
-          + "       OR (b.state IN ('scanning', 'leased') AND b.lease_expires_at <= now())))"
+          + "     AND rollcall.is_claimable(b.state, b.lease_expires_at))"
           + "   OR EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = e.id)))";
 
   /**

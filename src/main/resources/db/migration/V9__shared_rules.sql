@@ -16,3 +16,18 @@ CREATE FUNCTION rollcall.is_live(state text, lease_expires_at timestamptz) RETUR
 CREATE FUNCTION rollcall.is_expired(state text, lease_expires_at timestamptz) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$ SELECT state = 'live' AND lease_expires_at <= now() $$;
+
+-- A batch a claim may take now: ready, or scanning/leased with its lease run out (its claimer died
+-- or stalled). Inlined like the functions above, so the partial index batches_claimable (state IN
+-- ('scanning', 'ready', 'leased')) still serves it.
+CREATE FUNCTION rollcall.is_claimable(state text, lease_expires_at timestamptz) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ SELECT state = 'ready' OR (state IN ('scanning', 'leased') AND lease_expires_at <= now()) $$;
+
+-- Who serves an epoch: every instance of its namespace serves a shared epoch (takeover, sweep,
+-- manual); a boot epoch is served only by instances of its own deploy. With a NULL deployment it
+-- is true exactly for the shared epochs.
+CREATE FUNCTION rollcall.serves(epoch_kind text, epoch_deployment_id text, deployment_id text)
+    RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT epoch_kind <> 'boot' OR epoch_deployment_id = deployment_id $$;
