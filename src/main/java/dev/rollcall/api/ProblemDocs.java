@@ -1,5 +1,6 @@
 package dev.rollcall.api;
 
+import dev.rollcall.error.ProblemType;
 import java.util.List;
 import java.util.Map;
 import org.eclipse.microprofile.openapi.OASFactory;
@@ -16,35 +17,15 @@ import org.eclipse.microprofile.openapi.models.responses.APIResponses;
  */
 public class ProblemDocs implements OASFilter {
 
-  /** Every problem type the service answers with. */
-  static final List<String> TYPES =
-      List.of(
-          "invalid-request",
-          "malformed-json",
-          "unauthorized",
-          "forbidden",
-          "unknown-namespace",
-          "batch-not-found",
-          "not-found",
-          "method-not-allowed",
-          "not-acceptable",
-          "stale-fence",
-          "conflict",
-          "instance-gone",
-          "payload-too-large",
-          "unsupported-media-type",
-          "rate-limited",
-          "internal-error",
-          "source-unavailable",
-          "database-unavailable");
-
   @Override
   public void filterOpenAPI(OpenAPI openAPI) {
     if (openAPI.getComponents() == null) {
       openAPI.setComponents(OASFactory.createComponents());
     }
     Schema type = OASFactory.createSchema().addType(Schema.SchemaType.STRING);
-    TYPES.forEach(t -> type.addEnumeration(Problem.TYPE_PREFIX + t));
+    for (ProblemType t : ProblemType.values()) {
+      type.addEnumeration(Problem.TYPE_PREFIX + t.slug());
+    }
     openAPI
         .getComponents()
         .addSchema(
