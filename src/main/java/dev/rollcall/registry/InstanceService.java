@@ -330,7 +330,7 @@ public class InstanceService {
    * here, another service replica may still reap; its default is assumed.
    */
   private Duration reaperInterval() {
-    return config.reaperEvery().orElse(Duration.ofSeconds(1));
+    return config.reaperIntervalOrDefault();
   }
 
   /** What became of a leave. */
