@@ -11,7 +11,8 @@ import org.eclipse.microprofile.openapi.models.media.Schema;
 import org.eclipse.microprofile.openapi.models.responses.APIResponses;
 
 /**
- * Adds the problem document to the OpenAPI description: a {@code Problem} schema whose {@code type}
+ * Adds to the OpenAPI description what annotations do not: the bearer schemes ({@link
+ * Credentials#describe}), and the problem document: a {@code Problem} schema whose {@code type}
  * lists every stable problem type, and 4XX/5XX responses of {@code application/problem+json} on
  * every operation.
  */
@@ -22,6 +23,7 @@ public class ProblemDocs implements OASFilter {
     if (openAPI.getComponents() == null) {
       openAPI.setComponents(OASFactory.createComponents());
     }
+    Credentials.describe(openAPI.getComponents());
     Schema type = OASFactory.createSchema().addType(Schema.SchemaType.STRING);
     for (ProblemType t : ProblemType.values()) {
       type.addEnumeration(Problem.TYPE_PREFIX + t.slug());
