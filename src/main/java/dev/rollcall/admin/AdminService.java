@@ -69,9 +69,9 @@ public class AdminService {
                 + " (SELECT coalesce(boot_recovery, true) FROM rollcall.namespace_settings"
                 + "   WHERE namespace = $1) AS boot_recovery,"
                 + " (SELECT count(*) FROM rollcall.instances WHERE namespace = $1"
-                + "   AND state = 'live' AND lease_expires_at > now()) AS live,"
+                + "   AND rollcall.is_live(state, lease_expires_at)) AS live,"
                 + " (SELECT count(*) FROM rollcall.instances WHERE namespace = $1"
-                + "   AND (state = 'dead' OR (state = 'live' AND lease_expires_at <= now())))"
+                + "   AND (state = 'dead' OR (rollcall.is_expired(state, lease_expires_at))))"
                 + "   AS dead,"
                 + " (SELECT count(*) FROM rollcall.instances WHERE namespace = $1"
                 + "   AND state = 'left') AS left_,"
@@ -127,7 +127,7 @@ public class AdminService {
     int n = limit(limit);
     Object[] after = cursor == null ? null : instanceCursor(decode(cursor));
     return pool.preparedQuery(
-            "SELECT i.*, CASE WHEN i.state = 'live' AND i.lease_expires_at <= now() THEN 'dead'"
+            "SELECT i.*, CASE WHEN rollcall.is_expired(i.state, i.lease_expires_at) THEN 'dead'"
                 + " ELSE i.state END AS shown_state,"
                 + " (SELECT count(*) FROM rollcall.ownership o WHERE o.instance_id = i.id)"
                 + " AS in_flight,"
@@ -137,8 +137,8 @@ public class AdminService {
                 + "   ORDER BY w.learned_at, w.worker_id) AS known_worker_ids"
                 + " FROM rollcall.instances i"
                 + " WHERE ($1::text IS NULL OR i.namespace = $1)"
-                + " AND ($2::text IS NULL OR (CASE WHEN i.state = 'live'"
-                + "   AND i.lease_expires_at <= now() THEN 'dead' ELSE i.state END) = $2)"
+                + " AND ($2::text IS NULL OR (CASE WHEN"
+                + "   rollcall.is_expired(i.state, i.lease_expires_at) THEN 'dead' ELSE i.state END) = $2)"
                 + " AND ($3::timestamptz IS NULL OR (i.registered_at, i.id) < ($3, $4::uuid))"
                 + " ORDER BY i.registered_at DESC, i.id DESC LIMIT $5")
         .execute(
@@ -381,8 +381,8 @@ public class AdminService {
               return pool.preparedQuery(
                       "SELECT o.instance_id, o.reported_at FROM rollcall.ownership o"
                           + " JOIN rollcall.instances i ON i.id = o.instance_id"
-                          + " WHERE o.namespace = $1 AND o.run_id = $2 AND i.state = 'live'"
-                          + " AND i.lease_expires_at > now() LIMIT 1")
+                          + " WHERE o.namespace = $1 AND o.run_id = $2 AND"
+                          + " rollcall.is_live(i.state, i.lease_expires_at) LIMIT 1")
                   .execute(Tuple.of(namespace, runId))
                   .map(
                       owners -> {

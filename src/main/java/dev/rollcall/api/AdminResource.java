@@ -1,6 +1,5 @@
 package dev.rollcall.api;
 
-import dev.rollcall.admin.AdminAuth;
 import dev.rollcall.admin.AdminService;
 import dev.rollcall.admin.AdminViews.BatchView;
 import dev.rollcall.admin.AdminViews.EpochView;
@@ -16,21 +15,21 @@ import dev.rollcall.recovery.OperatorActions;
 import io.smallrye.mutiny.Uni;
 import jakarta.ws.rs.Consumes;
 import jakarta.ws.rs.GET;
-import jakarta.ws.rs.HeaderParam;
 import jakarta.ws.rs.POST;
 import jakarta.ws.rs.PUT;
 import jakarta.ws.rs.Path;
 import jakarta.ws.rs.Produces;
-import jakarta.ws.rs.core.HttpHeaders;
 import jakarta.ws.rs.core.MediaType;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
+import org.eclipse.microprofile.openapi.annotations.security.SecurityRequirement;
 import org.jboss.resteasy.reactive.ResponseStatus;
 import org.jboss.resteasy.reactive.RestPath;
 import org.jboss.resteasy.reactive.RestQuery;
 
 /** The operator's view and levers. Every call needs the admin token. */
+@SecurityRequirement(name = Credentials.ADMIN_TOKEN)
 @Path("/admin")
 @Consumes(MediaType.APPLICATION_JSON)
 @Produces(MediaType.APPLICATION_JSON)
@@ -40,12 +39,10 @@ public class AdminResource {
   private static final Set<String> EPOCH_KINDS = Set.of("boot", "takeover", "sweep", "manual");
   private static final Set<String> EPOCH_STATES = Set.of("open", "closed");
 
-  private final AdminAuth auth;
   private final AdminService admin;
   private final OperatorActions actions;
 
-  AdminResource(AdminAuth auth, AdminService admin, OperatorActions actions) {
-    this.auth = auth;
+  AdminResource(AdminService admin, OperatorActions actions) {
     this.admin = admin;
     this.actions = actions;
   }
@@ -53,9 +50,7 @@ public class AdminResource {
   /** Namespaces with their instance counts, open epochs and last boot epoch. */
   @GET
   @Path("/namespaces")
-  public Uni<Page<NamespaceView>> namespaces(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization) {
-    auth.require(authorization);
+  public Uni<Page<NamespaceView>> namespaces() {
     return admin.namespaces();
   }
 
@@ -63,12 +58,10 @@ public class AdminResource {
   @GET
   @Path("/instances")
   public Uni<Page<InstanceView>> instances(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
       @RestQuery String namespace,
       @RestQuery String state,
       @RestQuery Integer limit,
       @RestQuery String cursor) {
-    auth.require(authorization);
     return admin.instances(
         Requests.optionalText(namespace, "namespace"),
         oneOf(state, INSTANCE_STATES, "state"),
@@ -80,13 +73,11 @@ public class AdminResource {
   @GET
   @Path("/epochs")
   public Uni<Page<EpochView>> epochs(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
       @RestQuery String namespace,
       @RestQuery String kind,
       @RestQuery String state,
       @RestQuery Integer limit,
       @RestQuery String cursor) {
-    auth.require(authorization);
     return admin.epochs(
         Requests.optionalText(namespace, "namespace"),
         oneOf(kind, EPOCH_KINDS, "kind"),
@@ -98,9 +89,7 @@ public class AdminResource {
   /** One epoch with its progress. */
   @GET
   @Path("/epochs/{id}")
-  public Uni<EpochView> epoch(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, @RestPath long id) {
-    auth.require(authorization);
+  public Uni<EpochView> epoch(@RestPath long id) {
     return admin.epoch(id);
   }
 
@@ -108,22 +97,14 @@ public class AdminResource {
   @GET
   @Path("/epochs/{id}/batches")
   public Uni<Page<BatchView>> batches(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
-      @RestPath long id,
-      @RestQuery Integer limit,
-      @RestQuery String cursor) {
-    auth.require(authorization);
+      @RestPath long id, @RestQuery Integer limit, @RestQuery String cursor) {
     return admin.batches(id, limit, cursor);
   }
 
   /** A run's ledger: every verdict, hand-out, fence and outcome, and its current owner. */
   @GET
   @Path("/runs/{runId}")
-  public Uni<RunLedger> run(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
-      @RestPath String runId,
-      @RestQuery String namespace) {
-    auth.require(authorization);
+  public Uni<RunLedger> run(@RestPath String runId, @RestQuery String namespace) {
     return admin.run(Requests.text(namespace, "namespace"), Requests.text(runId, "runId"));
   }
 
@@ -131,9 +112,7 @@ public class AdminResource {
   @POST
   @Path("/epochs")
   @ResponseStatus(201)
-  public Uni<EpochView> start(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, StartEpoch request) {
-    auth.require(authorization);
+  public Uni<EpochView> start(StartEpoch request) {
     StartEpoch body = Requests.body(request, "namespace and kind");
     if (!"manual".equals(body.kind())) {
       throw new InvalidRequest("'kind' must be 'manual': other passes start on their own");
@@ -144,29 +123,21 @@ public class AdminResource {
   /** Closes an open epoch now: nothing more is handed out in it. */
   @POST
   @Path("/epochs/{id}/close")
-  public Uni<EpochView> close(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, @RestPath long id) {
-    auth.require(authorization);
+  public Uni<EpochView> close(@RestPath long id) {
     return actions.close(id).chain(admin::epoch);
   }
 
   /** Declares an instance dead now, opening its takeover. */
   @POST
   @Path("/instances/{id}/evict")
-  public Uni<Evicted> evict(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, @RestPath UUID id) {
-    auth.require(authorization);
+  public Uni<Evicted> evict(@RestPath UUID id) {
     return actions.evict(id).map(epoch -> new Evicted(id, "dead", epoch.orElse(null)));
   }
 
   /** The operator's switch for a namespace's boot recovery. */
   @PUT
   @Path("/namespaces/{ns}/recovery")
-  public Uni<Map<String, Object>> recovery(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
-      @RestPath String ns,
-      RecoverySwitch request) {
-    auth.require(authorization);
+  public Uni<Map<String, Object>> recovery(@RestPath String ns, RecoverySwitch request) {
     RecoverySwitch body = Requests.body(request, "bootRecovery");
     if (body.bootRecovery() == null) {
       throw new InvalidRequest("'bootRecovery' is required: true or false");

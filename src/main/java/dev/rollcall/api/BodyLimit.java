@@ -1,5 +1,6 @@
 package dev.rollcall.api;
 
+import dev.rollcall.error.ProblemType;
 import io.quarkus.runtime.configuration.MemorySize;
 import io.vertx.core.json.Json;
 import io.vertx.ext.web.Router;
@@ -29,13 +30,14 @@ public class BodyLimit {
               String length = ctx.request().getHeader("Content-Length");
               if (length != null && isOver(length, max)) {
                 Map<String, Object> problem = new LinkedHashMap<>();
-                problem.put("type", Problem.TYPE_PREFIX + "payload-too-large");
-                problem.put("title", "Request body too large");
-                problem.put("status", 413);
+                ProblemType type = ProblemType.PAYLOAD_TOO_LARGE;
+                problem.put("type", Problem.TYPE_PREFIX + type.slug());
+                problem.put("title", type.title());
+                problem.put("status", type.status());
                 problem.put("detail", "request bodies are limited to " + max + " bytes");
                 problem.put("limit", max);
                 ctx.response()
-                    .setStatusCode(413)
+                    .setStatusCode(type.status())
                     .putHeader("Content-Type", Problem.MEDIA_TYPE)
                     .putHeader("Connection", "close")
                     .end(Json.encode(problem));

@@ -9,6 +9,7 @@ import dev.rollcall.api.dto.Dtos.RegisterResponse;
 import dev.rollcall.api.dto.Dtos.SessionLockKeys;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.recovery.Departures;
+import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InFlight;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.registry.Ownership;
@@ -26,6 +27,7 @@ import jakarta.ws.rs.core.MediaType;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import org.eclipse.microprofile.openapi.annotations.security.SecurityRequirement;
 import org.jboss.resteasy.reactive.ResponseStatus;
 import org.jboss.resteasy.reactive.RestPath;
 
@@ -39,16 +41,19 @@ public class InstanceResource {
   private final Departures departures;
   private final RollcallConfig config;
   private final RateLimiter limiter;
+  private final RequestCaller caller;
 
   InstanceResource(
       InstanceService instances,
       Departures departures,
       RollcallConfig config,
-      RateLimiter limiter) {
+      RateLimiter limiter,
+      RequestCaller caller) {
     this.instances = instances;
     this.departures = departures;
     this.config = config;
     this.limiter = limiter;
+    this.caller = caller;
   }
 
   /** Registers an instance with its namespace's registration secret. */
@@ -80,21 +85,19 @@ public class InstanceResource {
   /** Renews the instance's lease. */
   @POST
   @Path("/{id}/heartbeat")
-  public Uni<HeartbeatResponse> heartbeat(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
-      @RestPath UUID id,
-      HeartbeatRequest request) {
+  @SecurityRequirement(name = Credentials.INSTANCE_TOKEN)
+  public Uni<HeartbeatResponse> heartbeat(@RestPath UUID id, HeartbeatRequest request) {
     Optional<List<InFlight>> inFlight = inFlight(request == null ? null : request.inFlight());
     Optional<SessionReport> session =
         Optional.ofNullable(request).map(HeartbeatRequest::sessionLock).map(Requests::session);
     List<String> workerIds =
         Requests.texts(
             request == null ? null : request.workerIds(), "workerIds", Requests.MAX_WORKER_IDS);
+    Caller caller = this.caller.get();
+    InstanceService.requireSelf(caller, id);
+    limiter.heartbeat(caller.instanceId());
     return instances
-        .authenticate(Requests.bearer(authorization))
-        .invoke(caller -> InstanceService.requireSelf(caller, id))
-        .invoke(caller -> limiter.heartbeat(caller.instanceId()))
-        .chain(caller -> instances.heartbeat(caller, inFlight, session, workerIds))
+        .heartbeat(caller, inFlight, session, workerIds)
         .map(
             h ->
                 new HeartbeatResponse(
@@ -109,19 +112,14 @@ public class InstanceResource {
   @DELETE
   @Path("/{id}")
   @ResponseStatus(204)
-  public Uni<Void> leave(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
-      @RestPath UUID id,
-      LeaveRequest request) {
+  @SecurityRequirement(name = Credentials.INSTANCE_TOKEN)
+  public Uni<Void> leave(@RestPath UUID id, LeaveRequest request) {
     Optional<List<InFlight>> inFlight = inFlight(request == null ? null : request.inFlight());
-    return instances
-        .authenticate(Requests.bearer(authorization))
-        .invoke(caller -> InstanceService.requireSelf(caller, id))
-        .chain(
-            caller ->
-                request != null && Boolean.TRUE.equals(request.exiting())
-                    ? departures.exiting(caller, inFlight)
-                    : departures.leave(caller, inFlight));
+    Caller caller = this.caller.get();
+    InstanceService.requireSelf(caller, id);
+    return request != null && Boolean.TRUE.equals(request.exiting())
+        ? departures.exiting(caller, inFlight)
+        : departures.leave(caller, inFlight);
   }
 
   private static Optional<List<InFlight>> inFlight(List<InFlightEntry> entries) {

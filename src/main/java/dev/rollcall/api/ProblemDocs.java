@@ -1,5 +1,6 @@
 package dev.rollcall.api;
 
+import dev.rollcall.error.ProblemType;
 import java.util.List;
 import java.util.Map;
 import org.eclipse.microprofile.openapi.OASFactory;
@@ -10,41 +11,23 @@ import org.eclipse.microprofile.openapi.models.media.Schema;
 import org.eclipse.microprofile.openapi.models.responses.APIResponses;
 
 /**
- * Adds the problem document to the OpenAPI description: a {@code Problem} schema whose {@code type}
+ * Adds to the OpenAPI description what annotations do not: the bearer schemes ({@link
+ * Credentials#describe}), and the problem document: a {@code Problem} schema whose {@code type}
  * lists every stable problem type, and 4XX/5XX responses of {@code application/problem+json} on
  * every operation.
  */
 public class ProblemDocs implements OASFilter {
-
-  /** Every problem type the service answers with. */
-  static final List<String> TYPES =
-      List.of(
-          "invalid-request",
-          "malformed-json",
-          "unauthorized",
-          "forbidden",
-          "unknown-namespace",
-          "batch-not-found",
-          "not-found",
-          "method-not-allowed",
-          "not-acceptable",
-          "stale-fence",
-          "conflict",
-          "instance-gone",
-          "payload-too-large",
-          "unsupported-media-type",
-          "rate-limited",
-          "internal-error",
-          "source-unavailable",
-          "database-unavailable");
 
   @Override
   public void filterOpenAPI(OpenAPI openAPI) {
     if (openAPI.getComponents() == null) {
       openAPI.setComponents(OASFactory.createComponents());
     }
+    Credentials.describe(openAPI.getComponents());
     Schema type = OASFactory.createSchema().addType(Schema.SchemaType.STRING);
-    TYPES.forEach(t -> type.addEnumeration(Problem.TYPE_PREFIX + t));
+    for (ProblemType t : ProblemType.values()) {
+      type.addEnumeration(Problem.TYPE_PREFIX + t.slug());
+    }
     openAPI
         .getComponents()
         .addSchema(

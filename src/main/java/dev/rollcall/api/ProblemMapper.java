@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.exc.InvalidFormatException;
 import com.fasterxml.jackson.databind.exc.MismatchedInputException;
 import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
 import dev.rollcall.error.DomainException;
+import dev.rollcall.error.ProblemType;
 import dev.rollcall.error.Problems;
 import io.vertx.pgclient.PgException;
 import io.vertx.sqlclient.ClosedConnectionException;
@@ -27,34 +28,10 @@ public class ProblemMapper {
 
   private static final Logger LOG = Logger.getLogger(ProblemMapper.class);
 
-  /** Status code of every domain problem type. */
-  static final Map<Class<? extends DomainException>, Integer> STATUS =
-      Map.ofEntries(
-          Map.entry(Problems.InvalidRequest.class, 400),
-          Map.entry(Problems.Unauthorized.class, 401),
-          Map.entry(Problems.Forbidden.class, 403),
-          Map.entry(Problems.UnknownNamespace.class, 404),
-          Map.entry(Problems.BatchNotFound.class, 404),
-          Map.entry(Problems.NotFound.class, 404),
-          Map.entry(Problems.StaleFence.class, 409),
-          Map.entry(Problems.Conflict.class, 409),
-          Map.entry(Problems.InstanceGone.class, 410),
-          Map.entry(Problems.RateLimited.class, 429),
-          Map.entry(Problems.SourceUnavailable.class, 503));
-
-  /**
-   * A domain problem becomes its status. A domain exception without a status here is a bug of this
-   * service, not of the request: it answers {@code 500 internal-error} (logged with an error id),
-   * never a guessed {@code 400}.
-   */
+  /** A domain problem becomes the status, title and slug its type carries. */
   @ServerExceptionMapper
   public Response domain(DomainException e) {
-    Integer status = STATUS.get(e.getClass());
-    if (status == null) {
-      return internal(e);
-    }
-    Response response =
-        Problem.of(e.slug(), e.title(), status, e.getMessage(), e.extensions()).toResponse();
+    Response response = of(e.type(), e.getMessage(), e.extensions());
     if (e instanceof Problems.RateLimited limited) {
       long ms = (Long) limited.extensions().get("retryAfterMs");
       return Response.fromResponse(response)
@@ -86,9 +63,7 @@ public class ProblemMapper {
 
   @ServerExceptionMapper(priority = 1)
   public Response malformed(JsonProcessingException e) {
-    return Problem.of(
-            "malformed-json", "Malformed JSON", 400, "the request body is not valid JSON", Map.of())
-        .toResponse();
+    return of(ProblemType.MALFORMED_JSON, "the request body is not valid JSON", Map.of());
   }
 
   @ServerExceptionMapper
@@ -97,18 +72,20 @@ public class ProblemMapper {
     if (status >= 500) {
       return internal(e);
     }
-    String slug =
+    ProblemType type =
         switch (status) {
-          case 400 -> "invalid-request";
-          case 401 -> "unauthorized";
-          case 403 -> "forbidden";
-          case 404 -> "not-found";
-          case 405 -> "method-not-allowed";
-          case 406 -> "not-acceptable";
-          case 413 -> "payload-too-large";
-          case 415 -> "unsupported-media-type";
-          default -> "http-" + status;
+          case 400 -> ProblemType.INVALID_REQUEST;
+          case 401 -> ProblemType.UNAUTHORIZED;
+          case 403 -> ProblemType.FORBIDDEN;
+          case 404 -> ProblemType.NOT_FOUND;
+          case 405 -> ProblemType.METHOD_NOT_ALLOWED;
+          case 406 -> ProblemType.NOT_ACCEPTABLE;
+          case 413 -> ProblemType.PAYLOAD_TOO_LARGE;
+          case 415 -> ProblemType.UNSUPPORTED_MEDIA_TYPE;
+          default -> null;
         };
+    String slug = type == null ? "http-" + status : type.slug();
+    // The framework's own refusals keep its reason phrase as their title.
     Response.StatusType info = e.getResponse().getStatusInfo();
     return Problem.of(slug, info.getReasonPhrase(), status, info.getReasonPhrase(), Map.of())
         .toResponse();
@@ -118,13 +95,10 @@ public class ProblemMapper {
   public Response unexpected(Throwable e) {
     if (databaseUnreachable(e)) {
       LOG.warnf("database unreachable: %s", e.toString());
-      return Problem.of(
-              "database-unavailable",
-              "Database unavailable",
-              503,
-              "the database cannot be reached; retry later",
-              Map.of())
-          .toResponse();
+      return of(
+          ProblemType.DATABASE_UNAVAILABLE,
+          "the database cannot be reached; retry later",
+          Map.of());
     }
     return internal(e);
   }
@@ -132,17 +106,18 @@ public class ProblemMapper {
   private static Response internal(Throwable e) {
     String errorId = UUID.randomUUID().toString();
     LOG.errorf(e, "unexpected failure (error id %s)", errorId);
-    return Problem.of(
-            "internal-error",
-            "Internal error",
-            500,
-            "an unexpected error occurred; the server log has it under this error id",
-            Map.of("errorId", errorId))
-        .toResponse();
+    return of(
+        ProblemType.INTERNAL_ERROR,
+        "an unexpected error occurred; the server log has it under this error id",
+        Map.of("errorId", errorId));
   }
 
   private static Response invalidJson(String detail) {
-    return Problem.of("invalid-request", "Invalid request", 400, detail, Map.of()).toResponse();
+    return of(ProblemType.INVALID_REQUEST, detail, Map.of());
+  }
+
+  private static Response of(ProblemType type, String detail, Map<String, Object> extensions) {
+    return Problem.of(type.slug(), type.title(), type.status(), detail, extensions).toResponse();
   }
 
   private static boolean unavailable(String sqlState) {

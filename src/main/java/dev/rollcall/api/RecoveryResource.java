@@ -12,37 +12,37 @@ import dev.rollcall.recovery.ClaimResult;
 import dev.rollcall.recovery.ClaimService;
 import dev.rollcall.recovery.CompletionService;
 import dev.rollcall.recovery.LeasedBatch;
-import dev.rollcall.registry.InstanceService;
+import dev.rollcall.registry.Caller;
 import io.smallrye.mutiny.Uni;
 import jakarta.ws.rs.Consumes;
-import jakarta.ws.rs.HeaderParam;
 import jakarta.ws.rs.POST;
 import jakarta.ws.rs.Path;
 import jakarta.ws.rs.Produces;
-import jakarta.ws.rs.core.HttpHeaders;
 import jakarta.ws.rs.core.MediaType;
 import java.time.Duration;
+import org.eclipse.microprofile.openapi.annotations.security.SecurityRequirement;
 import org.jboss.resteasy.reactive.RestPath;
 
 /** Claimers take batches of recovery work and complete them. */
+@SecurityRequirement(name = Credentials.INSTANCE_TOKEN)
 @Path("/recovery")
 @Consumes(MediaType.APPLICATION_JSON)
 @Produces(MediaType.APPLICATION_JSON)
 public class RecoveryResource {
 
-  private final InstanceService instances;
   private final ClaimService claims;
   private final CompletionService completions;
   private final RollcallConfig config;
   private final RateLimiter limiter;
+  private final RequestCaller caller;
 
   RecoveryResource(
-      InstanceService instances,
       ClaimService claims,
       CompletionService completions,
       RollcallConfig config,
-      RateLimiter limiter) {
-    this.instances = instances;
+      RateLimiter limiter,
+      RequestCaller caller) {
+    this.caller = caller;
     this.claims = claims;
     this.completions = completions;
     this.config = config;
@@ -55,8 +55,7 @@ public class RecoveryResource {
    */
   @POST
   @Path("/claim")
-  public Uni<ClaimResponse> claim(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, ClaimRequest request) {
+  public Uni<ClaimResponse> claim(ClaimRequest request) {
     int maxRuns =
         Requests.range(
             request == null ? null : request.maxRuns(),
@@ -72,28 +71,24 @@ public class RecoveryResource {
             (int) config.claim().maxWait().toMillis(),
             "waitMs");
     boolean idle = request != null && Boolean.TRUE.equals(request.idle());
-    return instances
-        .authenticate(Requests.bearer(authorization))
-        .invoke(caller -> limiter.claim(caller.instanceId()))
-        .chain(caller -> claims.claim(caller, maxRuns, Duration.ofMillis(waitMs), idle))
+    Caller caller = this.caller.get();
+    limiter.claim(caller.instanceId());
+    return claims
+        .claim(caller, maxRuns, Duration.ofMillis(waitMs), idle)
         .map(RecoveryResource::view);
   }
 
   /** Completes a batch under its fence. */
   @POST
   @Path("/batches/{id}/complete")
-  public Uni<CompleteResponse> complete(
-      @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization,
-      @RestPath long id,
-      CompleteRequest request) {
+  public Uni<CompleteResponse> complete(@RestPath long id, CompleteRequest request) {
     CompleteRequest body = Requests.body(request, "fence");
     if (body.fence() == null || body.fence() < 1) {
       throw new InvalidRequest("'fence' is required: the fence of the batch's claim");
     }
     var failed = Requests.texts(body.failedRunIds(), "failedRunIds", config.batch().maxSize());
-    return instances
-        .authenticate(Requests.bearer(authorization))
-        .chain(caller -> completions.complete(caller, id, body.fence(), failed))
+    return completions
+        .complete(caller.get(), id, body.fence(), failed)
         .map(
             c ->
                 new CompleteResponse(

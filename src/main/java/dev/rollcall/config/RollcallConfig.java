@@ -34,12 +34,15 @@ public interface RollcallConfig {
    * How often the reaper looks for instances whose lease expired and opens their takeover: a
    * duration, or {@code off} (then only graceful leaves and evictions open takeovers).
    */
-  @WithDefault("1s")
+  @WithDefault(Intervals.REAPER_DEFAULT)
   String reaperInterval();
 
-  /** The reaper's interval, or empty when it is {@code off} here. */
-  default Optional<Duration> reaperEvery() {
-    return Intervals.orOff(reaperInterval());
+  /**
+   * The reaper's interval; its default when it is {@code off} here (another service replica may
+   * still reap at the default pace).
+   */
+  default Duration reaperIntervalOrDefault() {
+    return Intervals.orDefault(reaperInterval(), Intervals.REAPER_DEFAULT);
   }
 
   /**
@@ -160,7 +163,7 @@ public interface RollcallConfig {
   /** Sweep settings. */
   interface Sweep {
     /** How often each namespace gets a sweep epoch: a duration, or {@code off}. */
-    @WithDefault("5m")
+    @WithDefault(Intervals.SWEEP_DEFAULT)
     String interval();
 
     /** The most runs a sweep scans per second, so a sweep never floods the engine's queue. */

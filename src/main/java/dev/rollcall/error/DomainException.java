@@ -3,9 +3,9 @@ package dev.rollcall.error;
 import java.util.Map;
 
 /**
- * A refusal the service explains to its caller. Each subclass is one problem type; the API maps it
- * to an HTTP status in one place ({@code ProblemMapper}). Extension members carry the ids the
- * caller needs to act on it.
+ * A refusal the service explains to its caller. Each subclass names its {@link ProblemType}, which
+ * carries the slug, title and HTTP status; {@code ProblemMapper} writes the document. Extension
+ * members carry the ids the caller needs to act on it.
  */
 public abstract class DomainException extends RuntimeException {
 
@@ -20,11 +20,8 @@ public abstract class DomainException extends RuntimeException {
     this(detail, Map.of());
   }
 
-  /** The stable slug of this problem type, for example {@code stale-fence}. */
-  public abstract String slug();
-
-  /** A short, stable, human-readable summary of the problem type. */
-  public abstract String title();
+  /** The problem type: its slug, title and status. */
+  public abstract ProblemType type();
 
   /** Extra members of the problem document (ids, limits). */
   public Map<String, Object> extensions() {

@@ -3,7 +3,7 @@ package dev.rollcall.error;
 import java.util.Map;
 import java.util.UUID;
 
-/** The domain's problem types. Each one is mapped to a status code by {@code ProblemMapper}. */
+/** The domain's refusals, one class per {@link ProblemType} a caller can be refused with. */
 public final class Problems {
 
   private Problems() {}
@@ -15,13 +15,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "invalid-request";
-    }
-
-    @Override
-    public String title() {
-      return "Invalid request";
+    public ProblemType type() {
+      return ProblemType.INVALID_REQUEST;
     }
   }
 
@@ -32,13 +27,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "unauthorized";
-    }
-
-    @Override
-    public String title() {
-      return "Missing or invalid credentials";
+    public ProblemType type() {
+      return ProblemType.UNAUTHORIZED;
     }
   }
 
@@ -49,13 +39,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "forbidden";
-    }
-
-    @Override
-    public String title() {
-      return "Not allowed for these credentials";
+    public ProblemType type() {
+      return ProblemType.FORBIDDEN;
     }
   }
 
@@ -66,13 +51,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "unknown-namespace";
-    }
-
-    @Override
-    public String title() {
-      return "Unknown namespace";
+    public ProblemType type() {
+      return ProblemType.UNKNOWN_NAMESPACE;
     }
   }
 
@@ -88,13 +68,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "instance-gone";
-    }
-
-    @Override
-    public String title() {
-      return "Instance is no longer live";
+    public ProblemType type() {
+      return ProblemType.INSTANCE_GONE;
     }
   }
 
@@ -105,13 +80,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "batch-not-found";
-    }
-
-    @Override
-    public String title() {
-      return "Batch not found";
+    public ProblemType type() {
+      return ProblemType.BATCH_NOT_FOUND;
     }
   }
 
@@ -130,13 +100,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "stale-fence";
-    }
-
-    @Override
-    public String title() {
-      return "Stale batch fence";
+    public ProblemType type() {
+      return ProblemType.STALE_FENCE;
     }
   }
 
@@ -149,13 +114,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "source-unavailable";
-    }
-
-    @Override
-    public String title() {
-      return "Run source unavailable";
+    public ProblemType type() {
+      return ProblemType.SOURCE_UNAVAILABLE;
     }
   }
 
@@ -166,13 +126,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "conflict";
-    }
-
-    @Override
-    public String title() {
-      return "Conflicts with the current state";
+    public ProblemType type() {
+      return ProblemType.CONFLICT;
     }
   }
 
@@ -183,13 +138,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "not-found";
-    }
-
-    @Override
-    public String title() {
-      return "Not found";
+    public ProblemType type() {
+      return ProblemType.NOT_FOUND;
     }
   }
 
@@ -202,13 +152,8 @@ public final class Problems {
     }
 
     @Override
-    public String slug() {
-      return "rate-limited";
-    }
-
-    @Override
-    public String title() {
-      return "Too many requests";
+    public ProblemType type() {
+      return ProblemType.RATE_LIMITED;
     }
   }
 }

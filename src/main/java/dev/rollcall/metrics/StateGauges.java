@@ -55,7 +55,7 @@ public class StateGauges {
             "SELECT 'epochs' AS metric, namespace, kind, count(*) AS n"
                 + " FROM rollcall.epochs WHERE state = 'open' GROUP BY namespace, kind"
                 + " UNION ALL SELECT 'live', namespace, '', count(*) FROM rollcall.instances"
-                + " WHERE state = 'live' AND lease_expires_at > now() GROUP BY namespace")
+                + " WHERE rollcall.is_live(state, lease_expires_at) GROUP BY namespace")
         .execute()
         .invoke(
             rows -> {

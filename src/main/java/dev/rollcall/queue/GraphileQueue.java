@@ -2,7 +2,7 @@ package dev.rollcall.queue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.rollcall.source.Sql;
+import dev.rollcall.sql.Sql;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.RowSet;
@@ -41,11 +41,11 @@ public final class GraphileQueue implements QueueLocks {
   public static String liveWorkers(String ns) {
     return "SELECT unnest(i.worker_ids) FROM rollcall.instances i WHERE i.namespace = "
         + ns
-        + " AND i.state = 'live' AND i.lease_expires_at > now()"
+        + " AND rollcall.is_live(i.state, i.lease_expires_at)"
         + " UNION ALL SELECT w.worker_id FROM rollcall.queue_workers w"
         + " JOIN rollcall.instances i ON i.id = w.instance_id WHERE w.namespace = "
         + ns
-        + " AND i.state = 'live' AND i.lease_expires_at > now()";
+        + " AND rollcall.is_live(i.state, i.lease_expires_at)";
   }
 
   /** True when a live instance of namespace {@code $ns} reports executing job {@code j}. */
@@ -54,7 +54,7 @@ public final class GraphileQueue implements QueueLocks {
         + " JOIN rollcall.instances i ON i.id = m.instance_id WHERE m.namespace = "
         + ns
         + " AND m.message_id IN (j.key, j.payload ->> 'messageId')"
-        + " AND i.state = 'live' AND i.lease_expires_at > now())";
+        + " AND rollcall.is_live(i.state, i.lease_expires_at))";
   }
 
   private final String namespace;
@@ -225,7 +225,7 @@ public final class GraphileQueue implements QueueLocks {
                     + " AND NOT EXISTS (SELECT 1 FROM rollcall.ownership o"
                     + "   JOIN rollcall.instances i ON i.id = o.instance_id WHERE o.namespace = $1"
                     + "   AND o.run_id = rollcall.engine_job_run_id(j.payload)"
-                    + "   AND i.state = 'live' AND i.lease_expires_at > now())"
+                    + "   AND rollcall.is_live(i.state, i.lease_expires_at))"
                     + " FOR UPDATE OF j SKIP LOCKED",
                 Tuple.of(namespace, taskIdentifiers.toArray(String[]::new), fence.toMillis())));
   }

@@ -47,8 +47,7 @@ public class Batches {
     return client
         .preparedQuery(
             "SELECT id, state, fence, attempts FROM rollcall.batches"
-                + " WHERE epoch_id = $1 AND (state = 'ready'"
-                + "   OR (state IN ('scanning', 'leased') AND lease_expires_at <= now()))"
+                + " WHERE epoch_id = $1 AND rollcall.is_claimable(state, lease_expires_at)"
                 + " ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
         .execute(Tuple.of(epochId))
         .map(

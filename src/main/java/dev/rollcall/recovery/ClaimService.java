@@ -126,6 +126,21 @@ public class ClaimService {
     }
   }
 
+  /**
+   * One step under an epoch's lock: either what the claim gets from this epoch ({@code served}), or
+   * the epoch to take the next step on ({@code again}: its scan just finished, or re-checked runs
+   * handed nothing out).
+   */
+  private record Step(Served served, Epoch again) {
+    static Step done(Served served) {
+      return new Step(served, null);
+    }
+
+    static Step again(Epoch epoch) {
+      return new Step(null, epoch);
+    }
+  }
+
   /** Claims up to {@code maxRuns} runs for the caller. */
   public Uni<ClaimResult> claim(Caller caller, int maxRuns) {
     return claim(caller, maxRuns, Duration.ZERO, false);
@@ -391,33 +406,50 @@ public class ClaimService {
             });
   }
 
-  /** Holding the epoch lock: cut pages, else re-check deferred runs, else close or wait. */
+  /**
+   * Holding the epoch lock, the loop of a claim's visit to one epoch: take a {@link #step}; while
+   * it says {@code again} (the scan just finished, or re-checked runs handed nothing out), take the
+   * next one on the epoch as it now is. Every {@code again} moves the epoch on (its scan is done,
+   * or due deferred runs were resolved), so the loop ends.
+   */
   private Uni<Served> underLock(
       SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
+    return step(conn, source, caller, epoch, maxRuns)
+        .chain(
+            step ->
+                step.again() == null
+                    ? Uni.createFrom().item(step.served())
+                    : underLock(conn, source, caller, step.again(), maxRuns));
+  }
+
+  /** One step under the epoch lock: cut a page, else re-let, else re-check deferred runs. */
+  private Uni<Step> step(
+      SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
     if (!epoch.open()) {
-      return Uni.createFrom().item(Served.nothing());
+      return Uni.createFrom().item(Step.done(Served.nothing()));
     }
     if (!epoch.scanDone()) {
       int allowed = rateLimited(epoch, maxRuns);
       return allowed > 0
           ? cutRange(conn, source, caller, epoch, allowed)
           // A sweep ahead of its rate: the claimer comes back when a heartbeat says so.
-          : Uni.createFrom().item(Served.nothing());
+          : Uni.createFrom().item(Step.done(Served.nothing()));
     }
     // A lease may have expired since the first look; the epoch lock does not cover batches.
     return relet(conn, source, caller, epoch)
         .chain(
             served ->
                 served.isPresent()
-                    ? Uni.createFrom().item(served.get())
+                    ? Uni.createFrom().item(Step.done(served.get()))
                     : recheckDeferred(conn, source, caller, epoch, maxRuns));
   }
 
   /**
    * Holding the epoch lock: reads the next page's runs and leases them to the caller as a scanning
-   * range, and moves the cursor past them. An empty page finishes the scan.
+   * range, and moves the cursor past them. An empty page finishes the scan: the next step is on the
+   * finished epoch.
    */
-  private Uni<Served> cutRange(
+  private Uni<Step> cutRange(
       SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
     Uni<List<ScannedRun>> read =
         source.page(
@@ -431,13 +463,13 @@ public class ClaimService {
               Epoch advanced = epoch.advancedTo(cursor, last, page.size());
               Uni<Void> moved = epochs.advance(conn, epoch.id(), cursor, last, page.size());
               if (page.isEmpty()) {
-                return moved.chain(() -> underLock(conn, source, caller, advanced, maxRuns));
+                return moved.replaceWith(Step.again(advanced));
               }
               List<String> ids = page.stream().map(ScannedRun::runId).toList();
               return moved
                   .chain(
                       () -> batches.cutRange(conn, advanced, ids, caller.instanceId(), leaseMs()))
-                  .map(range -> Served.range(new ToClassify(advanced, range, page)));
+                  .map(range -> Step.done(Served.range(new ToClassify(advanced, range, page))));
             });
   }
 
@@ -537,22 +569,17 @@ public class ClaimService {
   }
 
   /**
-   * Holding the epoch lock: leases re-checked runs to the caller as a new batch, or carries on
-   * under the lock if there are none.
+   * Holding the epoch lock: leases re-checked runs to the caller as a new batch; with none, the
+   * next step is on the same epoch.
    */
-  private Uni<Served> handOut(
-      SqlClient conn,
-      RunSource source,
-      Caller caller,
-      Epoch epoch,
-      List<Verdict> runs,
-      int maxRuns) {
+  private Uni<Step> handOut(
+      SqlClient conn, RunSource source, Caller caller, Epoch epoch, List<Verdict> runs) {
     if (runs.isEmpty()) {
-      return underLock(conn, source, caller, epoch, maxRuns);
+      return Uni.createFrom().item(Step.again(epoch));
     }
     return batches
         .cut(conn, epoch, handedOut(source, runs), caller.instanceId(), leaseMs())
-        .map(Served::batch);
+        .map(batch -> Step.done(Served.batch(batch)));
   }
 
   private static List<HandedOutRun> handedOut(RunSource source, List<Verdict> runs) {
@@ -575,7 +602,7 @@ public class ClaimService {
    * still active, finished) or handed out; when none is due, close the epoch or report when to look
    * again.
    */
-  private Uni<Served> recheckDeferred(
+  private Uni<Step> recheckDeferred(
       SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
     long fenceMs = config.effectiveActivityFence().toMillis();
     return deferrals
@@ -583,7 +610,7 @@ public class ClaimService {
         .chain(
             due -> {
               if (due.isEmpty()) {
-                return closeOrWait(conn, epoch);
+                return closeOrWait(conn, epoch).map(Step::done);
               }
               return unavailableIfFails(source, classifier.recheck(conn, source, epoch, due))
                   .chain(
@@ -598,8 +625,7 @@ public class ClaimService {
                                           source,
                                           caller,
                                           epoch,
-                                          of(verdicts, Disposition.HAND_OUT),
-                                          maxRuns)));
+                                          of(verdicts, Disposition.HAND_OUT))));
             });
   }
 

@@ -54,7 +54,7 @@ public class Departures {
             conn.preparedQuery(
                     "UPDATE rollcall.instances SET lease_expires_at = least(lease_expires_at,"
                         + " now() + $2::bigint * interval '1 millisecond')"
-                        + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
+                        + " WHERE id = $1 AND rollcall.is_live(state, lease_expires_at)"
                         + " RETURNING id")
                 .execute(Tuple.of(caller.instanceId(), graceMs))
                 .chain(

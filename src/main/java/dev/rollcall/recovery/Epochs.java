@@ -107,7 +107,10 @@ public class Epochs {
         .preparedQuery(
             "SELECT "
                 + Epoch.COLUMNS
-                + " FROM rollcall.epochs WHERE namespace = $1 AND kind <> 'boot'"
+                // No deployment: the epochs every instance serves; the caller adds its own
+                // deploy's boot epoch (ClaimService).
+                + " FROM rollcall.epochs WHERE namespace = $1"
+                + " AND rollcall.serves(kind, deployment_id, NULL)"
                 + " AND state = 'open' ORDER BY (kind = 'takeover') DESC, id")
         .execute(Tuple.of(namespace))
         .map(
@@ -135,8 +138,8 @@ public class Epochs {
                         "INSERT INTO rollcall.epochs (namespace, kind, snapshot_max_id,"
                             + " snapshot_at) SELECT $1, 'sweep', $2, $3"
                             + " WHERE EXISTS (SELECT 1 FROM rollcall.instances i"
-                            + "   WHERE i.namespace = $1 AND i.state = 'live'"
-                            + "   AND i.lease_expires_at > now())"
+                            + "   WHERE i.namespace = $1"
+                            + "   AND rollcall.is_live(i.state, i.lease_expires_at))"
                             + " AND NOT EXISTS (SELECT 1 FROM rollcall.epochs e"
                             + "   WHERE e.namespace = $1 AND e.kind = 'sweep' AND (e.state = 'open'"
                             + "   OR e.created_at > now() - $4::bigint * interval '1 millisecond'))"
@@ -295,7 +298,7 @@ public class Epochs {
                 + " WHERE e.namespace = $1 AND e.kind = 'boot' AND e.state = 'open'"
                 + " AND NOT EXISTS (SELECT 1 FROM rollcall.instances i"
                 + "   WHERE i.namespace = $1 AND i.deployment_id = e.deployment_id"
-                + "   AND i.state = 'live' AND i.lease_expires_at > now())"
+                + "   AND rollcall.is_live(i.state, i.lease_expires_at))"
                 // least() ignores nulls: a live-state instance whose lease ran out (not reaped
                 // yet) was last present at its lease expiry.
                 + " AND coalesce((SELECT max(least(i.ended_at, i.lease_expires_at))"

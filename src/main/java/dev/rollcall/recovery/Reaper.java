@@ -64,7 +64,7 @@ public class Reaper {
 
   @Scheduled(
       identity = "rollcall-reaper",
-      every = "${rollcall.reaper-interval:1s}",
+      every = Intervals.REAPER_SCHEDULE,
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
     return survive(runOnce(), "reaper pass");
@@ -88,7 +88,7 @@ public class Reaper {
    */
   @Scheduled(
       identity = "rollcall-orphaned-locks",
-      every = "${rollcall.reaper-interval:1s}",
+      every = Intervals.REAPER_SCHEDULE,
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduledOrphans() {
     long every = orphanEvery();
@@ -105,7 +105,7 @@ public class Reaper {
    * when switched off.
    */
   private long orphanEvery() {
-    long reaperMs = config.reaperEvery().orElse(java.time.Duration.ofSeconds(1)).toMillis();
+    long reaperMs = config.reaperIntervalOrDefault().toMillis();
     java.time.Duration every =
         config
             .orphanedLocksInterval()

@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
@@ -38,7 +39,7 @@ public class Sweeper {
 
   @Scheduled(
       identity = "rollcall-sweeper",
-      every = "${rollcall.sweep.interval:5m}",
+      every = Intervals.SWEEP_SCHEDULE,
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
     return runOnce()
@@ -98,7 +99,6 @@ public class Sweeper {
 
   /** The configured interval; {@code off} sweeps never run on their own (but tests may). */
   private Duration interval() {
-    return dev.rollcall.config.Intervals.orOff(config.sweep().interval())
-        .orElse(Duration.ofMinutes(5));
+    return Intervals.orDefault(config.sweep().interval(), Intervals.SWEEP_DEFAULT);
   }
 }

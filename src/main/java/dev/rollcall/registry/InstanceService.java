@@ -25,8 +25,10 @@ import org.jboss.logging.Logger;
 
 /**
  * Instances and their leases. An instance is live while {@code state = 'live'} and its lease has
- * not expired by the database's clock; every statement that acts on liveness decides it itself, so
- * two service replicas can never disagree about whether an instance is live.
+ * not expired by the database's clock: the SQL function {@code rollcall.is_live} is that rule (and
+ * {@code rollcall.is_expired} its complement the reaper acts on); every statement that acts on
+ * liveness decides it itself, so two service replicas can never disagree about whether an instance
+ * is live.
  */
 @ApplicationScoped
 public class InstanceService {
@@ -163,11 +165,10 @@ public class InstanceService {
    */
   static final String RECOVERY_PENDING =
       "EXISTS (SELECT 1 FROM rollcall.epochs e WHERE e.namespace = $3 AND e.state = 'open'"
-          + " AND (e.kind <> 'boot' OR e.deployment_id = $4)"
+          + " AND rollcall.serves(e.kind, e.deployment_id, $4)"
           + " AND (NOT e.scan_done"
           + "   OR EXISTS (SELECT 1 FROM rollcall.batches b WHERE b.epoch_id = e.id"
-          + "     AND (b.state = 'ready'"
-          + "       OR (b.state IN ('scanning', 'leased') AND b.lease_expires_at <= now())))"
+          + "     AND rollcall.is_claimable(b.state, b.lease_expires_at))"
           + "   OR EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = e.id)))";
 
   /**
@@ -286,7 +287,7 @@ public class InstanceService {
                         + "   ELSE worker_ids || ARRAY(SELECT n.w FROM (SELECT DISTINCT w"
                         + "   FROM unnest($7::text[]) AS u(w) WHERE w <> ALL(worker_ids)) n"
                         + "   ORDER BY n.w LIMIT greatest(0, $8 - cardinality(worker_ids))) END"
-                        + " WHERE id = $1 AND state = 'live' AND lease_expires_at > now()"
+                        + " WHERE id = $1 AND rollcall.is_live(state, lease_expires_at)"
                         + " RETURNING lease_expires_at, cardinality(worker_ids) AS workers, "
                         + RECOVERY_PENDING
                         + " AS recovery_pending, "
@@ -351,7 +352,7 @@ public class InstanceService {
    * here, another service replica may still reap; its default is assumed.
    */
   private Duration reaperInterval() {
-    return config.reaperEvery().orElse(Duration.ofSeconds(1));
+    return config.reaperIntervalOrDefault();
   }
 
   /** What became of a leave. */
@@ -372,8 +373,8 @@ public class InstanceService {
             () ->
                 conn.preparedQuery(
                         "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
-                            + " end_reason = 'left' WHERE id = $1 AND state = 'live'"
-                            + " AND lease_expires_at > now() RETURNING id")
+                            + " end_reason = 'left' WHERE id = $1"
+                            + " AND rollcall.is_live(state, lease_expires_at) RETURNING id")
                     .execute(Tuple.of(caller.instanceId())))
         .chain(
             rows -> {
@@ -403,7 +404,7 @@ public class InstanceService {
   /** Live instances whose lease has expired by the database's clock, oldest first. */
   public Uni<List<UUID>> expired(int limit) {
     return pool.preparedQuery(
-            "SELECT id FROM rollcall.instances WHERE state = 'live' AND lease_expires_at <= now()"
+            "SELECT id FROM rollcall.instances WHERE rollcall.is_expired(state, lease_expires_at)"
                 + " ORDER BY lease_expires_at LIMIT $1")
         .execute(Tuple.of(limit))
         .map(
@@ -423,7 +424,7 @@ public class InstanceService {
                 conn.preparedQuery(
                         "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
                             + " end_reason = 'lease-expired'"
-                            + " WHERE id = $1 AND state = 'live' AND lease_expires_at <= now()"
+                            + " WHERE id = $1 AND rollcall.is_expired(state, lease_expires_at)"
                             + " RETURNING id, namespace, worker_ids, lease_expires_at")
                     .execute(Tuple.of(instanceId)))
         .map(InstanceService::dead);
@@ -457,8 +458,8 @@ public class InstanceService {
    * their instance's claims.
    */
   static final String LIVE_CHECK =
-      "SELECT 1 FROM rollcall.instances WHERE id = $1 AND state = 'live'"
-          + " AND lease_expires_at > now() FOR KEY SHARE";
+      "SELECT 1 FROM rollcall.instances WHERE id = $1"
+          + " AND rollcall.is_live(state, lease_expires_at) FOR KEY SHARE";
 
   /**
    * Taken before an instance is declared dead or left: waits for its claims and completions in

@@ -66,7 +66,7 @@ public class Ownership {
             "SELECT o.run_id, o.instance_id FROM rollcall.ownership o"
                 + " JOIN rollcall.instances i ON i.id = o.instance_id"
                 + " WHERE o.namespace = $1 AND o.run_id = ANY($2::text[])"
-                + " AND i.state = 'live' AND i.lease_expires_at > now()")
+                + " AND rollcall.is_live(i.state, i.lease_expires_at)")
         .execute(Tuple.of(namespace, runIds.toArray(String[]::new)))
         .map(
             rows -> {

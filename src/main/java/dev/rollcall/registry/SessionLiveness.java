@@ -154,9 +154,9 @@ public class SessionLiveness {
                 + ROLLCALL_LOCKS
                 + "), armed AS (SELECT i.id, EXISTS (SELECT 1 FROM locks"
                 + "   WHERE locks.objid = rollcall.session_lock_objid(i.id)::oid) AS held"
-                + "   FROM rollcall.instances i WHERE i.state = 'live' AND i.session_lock = 'held'"
+                + "   FROM rollcall.instances i WHERE i.session_lock = 'held'"
                 + "   AND pg_postmaster_start_time() <= now() - $3::bigint * interval '1 millisecond'"
-                + "   AND i.lease_expires_at > now()),"
+                + "   AND rollcall.is_live(i.state, i.lease_expires_at)),"
                 + " seen AS (UPDATE rollcall.instances i SET session_missing_since = now()"
                 + "   FROM armed WHERE i.id = armed.id AND NOT armed.held"
                 + "   AND (i.session_missing_since IS NULL"

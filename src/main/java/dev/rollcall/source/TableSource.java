@@ -1,6 +1,7 @@
 package dev.rollcall.source;
 
 import dev.rollcall.queue.QueueLocks;
+import dev.rollcall.sql.Sql;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.RowSet;

@@ -2,6 +2,7 @@ package dev.rollcall.source;
 
 import dev.rollcall.queue.GraphileQueue;
 import dev.rollcall.queue.QueueLocks;
+import dev.rollcall.sql.Sql;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;

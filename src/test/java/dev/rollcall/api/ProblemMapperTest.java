@@ -4,20 +4,26 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.rollcall.error.DomainException;
+import dev.rollcall.error.ProblemType;
 import dev.rollcall.error.Problems;
 import io.vertx.pgclient.PgException;
 import io.vertx.sqlclient.ClosedConnectionException;
 import jakarta.ws.rs.core.Response;
-import java.lang.reflect.Modifier;
+import java.io.IOException;
 import java.net.ConnectException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashSet;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.CompletionException;
 import org.junit.jupiter.api.Test;
 
 /**
  * Which failures are the database being unavailable (503) rather than a bug (500), and how domain
- * problems get their status.
+ * problems get their slug, title and status (from their {@link ProblemType}, which the README table
+ * must list).
  */
 class ProblemMapperTest {
 
@@ -47,45 +53,44 @@ class ProblemMapperTest {
     assertFalse(ProblemMapper.databaseUnreachable(new IllegalStateException("a bug")));
   }
 
-  /** A domain problem type that the mapper does not know. */
-  static final class Unmapped extends DomainException {
-    Unmapped() {
-      super("something the service forgot to map", Map.of());
-    }
-
-    @Override
-    public String slug() {
-      return "unmapped";
-    }
-
-    @Override
-    public String title() {
-      return "Unmapped";
+  @Test
+  void everyProblemTypeHasItsOwnSlug() {
+    Set<String> slugs = new HashSet<>();
+    for (ProblemType t : ProblemType.values()) {
+      assertTrue(slugs.add(t.slug()), t + " repeats the slug " + t.slug());
     }
   }
 
   @Test
-  void aDomainProblemWithoutAStatusIsAnInternalErrorNotABadRequest() {
-    Response r = new ProblemMapper().domain(new Unmapped());
-    assertEquals(500, r.getStatus());
-    Problem p = (Problem) r.getEntity();
-    assertEquals(Problem.TYPE_PREFIX + "internal-error", p.type());
-    assertTrue(p.extensions().containsKey("errorId"));
-  }
-
-  @Test
-  void everyDomainProblemTypeHasAStatus() {
-    for (Class<?> c : Problems.class.getDeclaredClasses()) {
-      if (DomainException.class.isAssignableFrom(c) && !Modifier.isAbstract(c.getModifiers())) {
-        assertTrue(ProblemMapper.STATUS.containsKey(c), c.getSimpleName() + " has no status");
+  void theReadmeTableListsEveryProblemTypeWithItsStatus() throws IOException {
+    Map<String, Integer> documented = new TreeMap<>();
+    boolean inTable = false;
+    for (String line : Files.readAllLines(Path.of("README.md"))) {
+      if (line.equals("### Problem types")) {
+        inTable = true;
+      } else if (inTable && line.startsWith("| `")) {
+        String[] cells = line.split("\\|");
+        for (String slug : cells[1].split(",")) {
+          documented.put(slug.trim().replace("`", ""), Integer.parseInt(cells[2].trim()));
+        }
+      } else if (inTable && line.startsWith("#")) {
+        break;
       }
     }
+    Map<String, Integer> declared = new TreeMap<>();
+    for (ProblemType t : ProblemType.values()) {
+      declared.put(t.slug(), t.status());
+    }
+    assertEquals(declared, documented);
   }
 
   @Test
-  void aMappedDomainProblemKeepsItsStatusAndType() {
+  void aDomainProblemIsWrittenWithTheSlugTitleAndStatusOfItsType() {
     Response r = new ProblemMapper().domain(new Problems.Conflict("already closed"));
     assertEquals(409, r.getStatus());
-    assertEquals(Problem.TYPE_PREFIX + "conflict", ((Problem) r.getEntity()).type());
+    Problem p = (Problem) r.getEntity();
+    assertEquals(Problem.TYPE_PREFIX + "conflict", p.type());
+    assertEquals("Conflicts with the current state", p.title());
+    assertEquals(409, p.status());
   }
 }

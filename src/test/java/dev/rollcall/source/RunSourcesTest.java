@@ -86,14 +86,6 @@ class RunSourcesTest {
   }
 
   @Test
-  void identifiersThatAreNotPlainNamesAreRefused() {
-    assertThrows(IllegalArgumentException.class, () -> Sql.ident("runs; DROP TABLE x"));
-    assertThrows(IllegalArgumentException.class, () -> Sql.ident("\"quoted\""));
-    assertEquals("\"workflow_runs\"", Sql.ident("workflow_runs"));
-    assertEquals("'it''s'", Sql.literal("it's"));
-  }
-
-  @Test
   void anUnknownNamespaceIsATypedRefusal() {
     RunSources none = sources(Map.of("rollcall.admin.token", "t"));
     assertThrows(dev.rollcall.error.Problems.UnknownNamespace.class, () -> none.get("missing"));

@@ -1,8 +1,12 @@
-package dev.rollcall.source;
+package dev.rollcall.sql;
 
 import java.util.regex.Pattern;
 
-/** Quoting for the identifiers and literals that configuration puts into source SQL. */
+/**
+ * Quoting for the identifiers and literals that configuration puts into SQL against an engine's
+ * tables: its runs ({@code source}) and its queue ({@code queue}) both use it, so it belongs to
+ * neither.
+ */
 public final class Sql {
 
   private static final Pattern SAFE_IDENTIFIER = Pattern.compile("[A-Za-z_][A-Za-z0-9_$]{0,62}");
