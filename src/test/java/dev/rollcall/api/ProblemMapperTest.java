@@ -13,12 +13,14 @@ import java.lang.reflect.Modifier;
 import java.net.ConnectException;
 import java.util.Map;
 import java.util.concurrent.CompletionException;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * Which failures are the database being unavailable (503) rather than a bug (500), and how domain
  * problems get their status.
  */
+@Tag("unit")
 class ProblemMapperTest {
 
   static PgException pg(String sqlState, String message) {

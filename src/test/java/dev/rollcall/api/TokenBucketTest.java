@@ -4,9 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** The rate limit's token bucket, driven with explicit monotonic times. */
+@Tag("unit")
 class TokenBucketTest {
 
   private static final long MS = 1_000_000L;

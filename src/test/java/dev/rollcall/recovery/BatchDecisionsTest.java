@@ -6,9 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.recovery.Batches.Outstanding;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** What holds an epoch open, when its boot claimer looks again, and when a batch is given up. */
+@Tag("unit")
 class BatchDecisionsTest {
 
   @Test

@@ -20,6 +20,7 @@ import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -28,6 +29,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * The classifier's decision table is the README's verdicts table: each row's proof decides that
  * row's verdict and reason, and a row wins over every row below it.
  */
+@Tag("unit")
 class DecisionTableTest {
 
   /** One row of the README's table. */

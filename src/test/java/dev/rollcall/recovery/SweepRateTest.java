@@ -2,10 +2,12 @@ package dev.rollcall.recovery;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /** A sweep scans at most {@code max-runs-per-second} times its age; other passes are unlimited. */
+@Tag("unit")
 class SweepRateTest {
 
   @ParameterizedTest(name = "{0}: {1}/s, {2} ms old, {3} scanned, asks {4} -> {5}")

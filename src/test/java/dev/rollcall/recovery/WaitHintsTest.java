@@ -7,11 +7,13 @@ import java.util.HashSet;
 import java.util.Optional;
 import java.util.Set;
 import java.util.SplittableRandom;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * The {@code retryAfterMs} of a wait answer: jittered, brought forward, never below the minimum.
  */
+@Tag("unit")
 class WaitHintsTest {
 
   private final SplittableRandom random = new SplittableRandom(14);

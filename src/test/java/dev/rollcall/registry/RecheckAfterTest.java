@@ -2,6 +2,7 @@ package dev.rollcall.registry;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -9,6 +10,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * A heartbeat's {@code recheckAfterMs}: one reaper interval and the margin after a peer's lease
  * runs out, and never sooner than a quarter interval.
  */
+@Tag("unit")
 class RecheckAfterTest {
 
   @ParameterizedTest(name = "peer expires in {0} ms, reaper every {1} ms -> {2} ms")
