@@ -12,6 +12,7 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -92,9 +93,7 @@ class OwnerAwareTest extends ApiTestBase {
     String owned = someActiveRun();
     Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
     api.heartbeat(owner, List.of(owned)).expect(200);
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
-        owner.id());
+    TimeTravel.leaseExpired(owner);
 
     Set<String> handedOut = drain(api.register(SourceTables.SMALL, deploy, "booting"));
 

@@ -13,8 +13,10 @@ import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.Sweeps;
+import dev.rollcall.testing.TimeTravel;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
+import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterEach;
@@ -126,10 +128,7 @@ class RetentionTest extends ApiTestBase {
     for (Batch b; (b = api.claimBatch(client, 5000)) != null; ) {
       api.complete(client, b, List.of()).expect(200);
     }
-    Db.update(
-        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
-            + " WHERE namespace = ?",
-        SourceTables.ACTIVE);
+    TimeTravel.namespaceRegisteredEarlier(SourceTables.ACTIVE, Duration.ofHours(1));
     String parked = "wrun_parked_" + deploy;
     Db.update(
         "INSERT INTO "

@@ -12,6 +12,7 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.util.List;
@@ -130,7 +131,7 @@ class ScanRangeTest extends ApiTestBase {
       long range = awaitScanningRange(a);
       assertFalse(late.isDone(), "a's claim is frozen between cut and classification");
       beforeTakeOver.accept(range);
-      BatchLeaseTest.expireLease(range);
+      TimeTravel.batchLeaseExpired(range);
       CompletableFuture<Api.Reply> next = CompletableFuture.supplyAsync(() -> api.claim(b, 100));
       awaitFence(range, 2);
       blocker.rollback();

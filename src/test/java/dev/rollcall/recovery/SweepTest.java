@@ -12,8 +12,10 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.Sweeps;
+import dev.rollcall.testing.TimeTravel;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
+import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -51,10 +53,7 @@ class SweepTest extends ApiTestBase {
     for (Batch b; (b = api.claimBatch(i, 5000)) != null; ) {
       api.complete(i, b, List.of()).expect(200);
     }
-    Db.update(
-        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
-            + " WHERE namespace = ?",
-        namespace);
+    TimeTravel.namespaceRegisteredEarlier(namespace, Duration.ofHours(1));
     return i;
   }
 
@@ -137,10 +136,7 @@ class SweepTest extends ApiTestBase {
     sweeper.runOnce().await().indefinitely();
 
     assertEquals(0, openSweeps(SourceTables.SMALL), "an instance registered just now");
-    Db.update(
-        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
-            + " WHERE id = ?",
-        booting.id());
+    TimeTravel.registeredEarlier(booting, Duration.ofHours(1));
     Batch bootWork = api.claimBatch(booting, 5);
     sweeper.runOnce().await().indefinitely();
     assertEquals(0, openSweeps(SourceTables.SMALL), "its boot pass is open");

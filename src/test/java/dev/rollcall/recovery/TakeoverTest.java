@@ -11,10 +11,12 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -46,12 +48,6 @@ class TakeoverTest extends ApiTestBase {
     api.leave(janitor).expect(204);
   }
 
-  static void expireLease(Instance instance) {
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
-        instance.id());
-  }
-
   List<String> activeRuns(int n) {
     return Db.activeRuns(SourceTables.SMALL).stream().sorted().limit(n).toList();
   }
@@ -72,7 +68,7 @@ class TakeoverTest extends ApiTestBase {
     List<String> inFlight = activeRuns(3);
     api.heartbeat(victim, inFlight).expect(200);
     Batch held = heldBatch(victim);
-    expireLease(victim);
+    TimeTravel.leaseExpired(victim);
 
     Reaper.Pass pass = reaper.runOnce().await().indefinitely();
 
@@ -162,7 +158,7 @@ class TakeoverTest extends ApiTestBase {
   void theBatchesADeadInstanceHeldAreReleasedAtOnce() {
     Instance victim = api.register(SourceTables.SMALL, deploy, "victim");
     Batch held = api.claimBatch(victim, 5);
-    expireLease(victim);
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
 
     Instance peer = api.register(SourceTables.SMALL, deploy, "peer");
@@ -251,7 +247,7 @@ class TakeoverTest extends ApiTestBase {
     inFlight.add(terminal);
     api.heartbeat(victim, inFlight).expect(200);
     api.heartbeat(peer, List.of(runs.get(0))).expect(200);
-    expireLease(victim);
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
 
     Batch taken = api.claimBatch(peer, 100);
@@ -274,7 +270,7 @@ class TakeoverTest extends ApiTestBase {
       api.heartbeat(v, activeRuns(2)).expect(200);
       victims.add(v);
     }
-    victims.forEach(TakeoverTest::expireLease);
+    victims.forEach(TimeTravel::leaseExpired);
 
     List<Reaper.Pass> passes =
         Uni.join()
@@ -314,9 +310,7 @@ class TakeoverTest extends ApiTestBase {
   @Test
   void detectionLatencyIsRecordedPerNamespace() {
     Instance victim = api.register(SourceTables.SMALL, deploy, "victim");
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '2 seconds' WHERE id = ?",
-        victim.id());
+    TimeTravel.leaseExpired(victim, Duration.ofSeconds(2));
     Timer timer = meters.find("rollcall.dead.owner.detection").tag("namespace", "small").timer();
     long before = timer == null ? 0 : timer.count();
 
@@ -352,7 +346,7 @@ class TakeoverTest extends ApiTestBase {
     Db.update(lock, live, jobs.get(3));
     String runAtBefore = runAts(jobs);
     Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(dead));
-    expireLease(victim);
+    TimeTravel.leaseExpired(victim);
 
     reaper.runOnce().await().indefinitely();
 
