@@ -52,9 +52,7 @@ class BackstopTest extends ApiTestBase {
   static void finishEarlierWork(Api api, Reaper reaper, String deploy) {
     reaper.runOnce().await().indefinitely();
     Instance janitor = api.register(SourceTables.ENGINE, "janitor-" + deploy, "janitor");
-    for (Batch b; (b = api.claimBatch(janitor, 5000)) != null; ) {
-      api.complete(janitor, b, List.of()).expect(200);
-    }
+    api.drain(janitor, 5000);
     api.leave(janitor).expect(204);
   }
 
@@ -87,9 +85,7 @@ class BackstopTest extends ApiTestBase {
   /** An instance of this test's deploy whose boot work is done: its claims see takeovers only. */
   Instance booted(String name) {
     Instance peer = api.register(SourceTables.ENGINE, deploy, name);
-    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    api.drain(peer, 5000);
     return peer;
   }
 

@@ -101,9 +101,7 @@ class LongLivedTest extends ApiTestBase {
     // A deploy that is live and recovered, then a newer one that died mid-recovery (the rollout
     // was aborted and rolled back: the live instances keep the older deployment id).
     Instance live = api.register(NS, "live-" + UUID.randomUUID(), "live-1");
-    for (Batch b; (b = api.claimBatch(live, 5000)) != null; ) {
-      api.complete(live, b, List.of()).expect(200);
-    }
+    api.drain(live, 5000);
     Instance aborted = api.register(NS, "aborted-" + UUID.randomUUID(), "aborted-1");
     long abortedEpoch = api.claimBatch(aborted, 1).epochId();
     TimeTravel.leaseExpired(aborted, Duration.ofMinutes(6));

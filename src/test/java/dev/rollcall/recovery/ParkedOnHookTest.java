@@ -51,9 +51,7 @@ class ParkedOnHookTest extends ApiTestBase {
     String received = runs.hookParked(true);
     TimeTravel.engineQuiet(parked, received);
     Instance peer = api.register(SourceTables.ENGINE, deploy, "peer");
-    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    api.drain(peer, 5000);
     long jobsBefore = jobsOf(parked);
 
     // The victim still reported both runs when it died (it parked them after its last beat).

@@ -125,9 +125,7 @@ class RetentionTest extends ApiTestBase {
   void sweepsCountEverySkipButWriteARunsSkipToTheLedgerOnlyOnce() {
     String table = SourceTables.table(SourceTables.ACTIVE);
     Instance client = api.register(SourceTables.ACTIVE, deploy, "sweep-client");
-    for (Batch b; (b = api.claimBatch(client, 5000)) != null; ) {
-      api.complete(client, b, List.of()).expect(200);
-    }
+    api.drain(client, 5000);
     TimeTravel.namespaceRegisteredEarlier(SourceTables.ACTIVE, Duration.ofHours(1));
     String parked = "wrun_parked_" + deploy;
     Db.update(

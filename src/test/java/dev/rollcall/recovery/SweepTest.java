@@ -50,9 +50,7 @@ class SweepTest extends ApiTestBase {
    */
   Instance recovered(String namespace) {
     Instance i = api.register(namespace, deploy, "sweeper-client");
-    for (Batch b; (b = api.claimBatch(i, 5000)) != null; ) {
-      api.complete(i, b, List.of()).expect(200);
-    }
+    api.drain(i, 5000);
     TimeTravel.namespaceRegisteredEarlier(namespace, Duration.ofHours(1));
     return i;
   }
@@ -141,9 +139,7 @@ class SweepTest extends ApiTestBase {
     sweeper.runOnce().await().indefinitely();
     assertEquals(0, openSweeps(SourceTables.SMALL), "its boot pass is open");
     api.complete(booting, bootWork, List.of()).expect(200);
-    for (Batch b; (b = api.claimBatch(booting, 5000)) != null; ) {
-      api.complete(booting, b, List.of()).expect(200);
-    }
+    api.drain(booting, 5000);
     sweeper.runOnce().await().indefinitely();
     assertEquals(1, openSweeps(SourceTables.SMALL));
   }

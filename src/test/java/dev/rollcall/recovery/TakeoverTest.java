@@ -42,9 +42,7 @@ class TakeoverTest extends ApiTestBase {
     reaper.runOnce().await().indefinitely();
     Db.update("DELETE FROM rollcall.ownership WHERE namespace = ?", SourceTables.SMALL);
     Instance janitor = api.register(SourceTables.SMALL, "janitor-" + deploy, "janitor");
-    for (Batch b; (b = api.claimBatch(janitor, 5000)) != null; ) {
-      api.complete(janitor, b, List.of()).expect(200);
-    }
+    api.drain(janitor, 5000);
     api.leave(janitor).expect(204);
   }
 
@@ -55,9 +53,7 @@ class TakeoverTest extends ApiTestBase {
   /** Finishes the peer's own boot epoch so that its claims see only takeover work. */
   Instance bootedPeer(String name) {
     Instance peer = api.register(SourceTables.SMALL, deploy, name);
-    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    api.drain(peer, 100);
     return peer;
   }
 
