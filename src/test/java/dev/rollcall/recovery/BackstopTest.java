@@ -42,18 +42,6 @@ class BackstopTest extends ApiTestBase {
   void fresh() {
     runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.BETA);
     deploy = UUID.randomUUID().toString();
-    finishEarlierWork(api, reaper, deploy);
-  }
-
-  /**
-   * Earlier tests' dead instances are reaped and every open epoch of the engine namespace is
-   * finished, so claims of {@code deploy} see only the calling test's work.
-   */
-  static void finishEarlierWork(Api api, Reaper reaper, String deploy) {
-    reaper.runOnce().await().indefinitely();
-    Instance janitor = api.register(SourceTables.ENGINE, "janitor-" + deploy, "janitor");
-    api.drain(janitor, 5000);
-    api.leave(janitor).expect(204);
   }
 
   /** The message id of the run's workflow job the seeding added (its key). */

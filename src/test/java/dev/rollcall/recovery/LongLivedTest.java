@@ -13,13 +13,11 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import dev.rollcall.testing.Sweeps;
 import dev.rollcall.testing.TimeTravel;
 import jakarta.inject.Inject;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -35,12 +33,6 @@ class LongLivedTest extends ApiTestBase {
   @Inject Reaper reaper;
 
   static final String NS = SourceTables.SMALL;
-
-  /** Sweeps are namespace-wide: leave none open for other tests, and no recent one behind. */
-  @AfterEach
-  void closeSweeps() {
-    Sweeps.closeAll();
-  }
 
   static String state(long epochId) {
     return Db.column(
@@ -106,7 +98,7 @@ class LongLivedTest extends ApiTestBase {
     long abortedEpoch = api.claimBatch(aborted, 1).epochId();
     TimeTravel.leaseExpired(aborted, Duration.ofMinutes(6));
     TimeTravel.namespaceRegisteredEarlier(NS, Duration.ofHours(1));
-    closeSweeps();
+    TimeTravel.sweepsClosedADayAgo();
 
     List<Epoch> opened = sweeper.runOnce().await().indefinitely();
 

@@ -42,7 +42,6 @@ class ParkedOnHookTest extends ApiTestBase {
   void fresh() {
     runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.STABLE);
     deploy = UUID.randomUUID().toString();
-    BackstopTest.finishEarlierWork(api, reaper, deploy);
   }
 
   @Test

@@ -11,7 +11,6 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import dev.rollcall.testing.Sweeps;
 import dev.rollcall.testing.TimeTravel;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
@@ -20,7 +19,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.UUID;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -35,13 +33,6 @@ class SweepTest extends ApiTestBase {
   @BeforeEach
   void freshDeploy() {
     deploy = UUID.randomUUID().toString();
-    closeSweeps();
-  }
-
-  /** Sweeps are namespace-wide: leave none open for other tests, and no recent one behind. */
-  @AfterEach
-  void closeSweeps() {
-    Sweeps.closeAll();
   }
 
   /**
@@ -102,7 +93,7 @@ class SweepTest extends ApiTestBase {
 
     assertEquals(Set.copyOf(stranded), first);
     // Ten minutes later, by the database's clock, the next sweep: nothing changed.
-    closeSweeps();
+    TimeTravel.sweepsClosedADayAgo();
     Db.update(
         "UPDATE rollcall.ledger SET resolved_at = resolved_at - interval '10 minutes',"
             + " recorded_at = recorded_at - interval '10 minutes' WHERE run_id = ANY(?::text[])",

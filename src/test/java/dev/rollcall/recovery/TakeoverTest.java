@@ -37,13 +37,6 @@ class TakeoverTest extends ApiTestBase {
   @BeforeEach
   void freshDeploy() {
     deploy = UUID.randomUUID().toString();
-    // Earlier tests may leave expired instances and open takeovers behind: reap and drain them so
-    // each test sees only its own.
-    reaper.runOnce().await().indefinitely();
-    Db.update("DELETE FROM rollcall.ownership WHERE namespace = ?", SourceTables.SMALL);
-    Instance janitor = api.register(SourceTables.SMALL, "janitor-" + deploy, "janitor");
-    api.drain(janitor, 5000);
-    api.leave(janitor).expect(204);
   }
 
   List<String> activeRuns(int n) {

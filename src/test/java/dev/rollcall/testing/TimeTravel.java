@@ -70,4 +70,11 @@ public final class TimeTravel {
           runId);
     }
   }
+
+  /** Every sweep so far is closed, and was opened a day earlier: the next one may open at once. */
+  public static void sweepsClosedADayAgo() {
+    Db.update(
+        "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'test',"
+            + " created_at = created_at - interval '1 day' WHERE kind = 'sweep'");
+  }
 }
