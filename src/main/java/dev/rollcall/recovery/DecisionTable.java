@@ -67,19 +67,9 @@ final class DecisionTable {
     return new Decision(Disposition.SKIP, reason, false);
   }
 
-  private static Decision defer(Reason reason) {
-    return new Decision(Disposition.DEFER, reason, false);
-  }
-
   /** A scanned run: owned or recently active ones wait for the re-check; the others are settled. */
   static Decision firstLook(Signals s) {
-    if (s.owned()) {
-      return defer(Reason.OWNED_BY_LIVE_INSTANCE);
-    }
-    if (s.recentlyActive()) {
-      return defer(Reason.RECENTLY_ACTIVE);
-    }
-    return settle(s);
+    return liveOrSettle(s, Disposition.DEFER);
   }
 
   /**
@@ -87,14 +77,16 @@ final class DecisionTable {
    * runs are skipped for good; the others are settled as on a first look.
    */
   static Decision recheck(boolean terminal, Signals s) {
-    if (terminal) {
-      return skip(Reason.TERMINAL);
-    }
+    return terminal ? skip(Reason.TERMINAL) : liveOrSettle(s, Disposition.SKIP);
+  }
+
+  /** Rows 1 and 2 (a live owner, recent activity) with the given disposition, else rows 3 to 10. */
+  private static Decision liveOrSettle(Signals s, Disposition live) {
     if (s.owned()) {
-      return skip(Reason.OWNED_BY_LIVE_INSTANCE);
+      return new Decision(live, Reason.OWNED_BY_LIVE_INSTANCE, false);
     }
     if (s.recentlyActive()) {
-      return skip(Reason.RECENTLY_ACTIVE);
+      return new Decision(live, Reason.RECENTLY_ACTIVE, false);
     }
     return settle(s);
   }

@@ -231,12 +231,7 @@ public final class Api {
     long deadline = System.nanoTime() + CLAIM_DEADLINE.toNanos();
     while (true) {
       if (System.nanoTime() - deadline > 0) {
-        throw new AssertionError(
-            "instance "
-                + instance.id()
-                + " was told to wait for "
-                + CLAIM_DEADLINE.toSeconds()
-                + " s: no batch and not done");
+        throw stuck(instance, "was told to wait", CLAIM_DEADLINE, "no batch and not done");
       }
       Reply r = claim(instance, maxRuns);
       if (r.status() == 429) {
@@ -273,17 +268,24 @@ public final class Api {
       complete(instance, b, List.of()).expect(200);
       drained.add(b);
       if (System.nanoTime() - deadline > 0) {
-        throw new AssertionError(
-            "instance "
-                + instance.id()
-                + " was still handed batches after "
-                + DRAIN_DEADLINE.toSeconds()
-                + " s ("
-                + drained.size()
-                + " batches)");
+        throw stuck(
+            instance, "was still handed batches", DRAIN_DEADLINE, drained.size() + " batches");
       }
     }
     return drained;
+  }
+
+  private static AssertionError stuck(
+      Instance instance, String what, Duration deadline, String detail) {
+    return new AssertionError(
+        "instance "
+            + instance.id()
+            + " "
+            + what
+            + " for "
+            + deadline.toSeconds()
+            + " s: "
+            + detail);
   }
 
   public static Batch batch(JsonNode json) {
