@@ -19,7 +19,7 @@ public class RateLimiter {
   private static final long IDLE_NANOS = 60_000_000_000L;
 
   private final RollcallConfig config;
-  private final Map<String, Bucket> buckets = new ConcurrentHashMap<>();
+  private final Map<String, TokenBucket> buckets = new ConcurrentHashMap<>();
 
   RateLimiter(RollcallConfig config) {
     this.config = config;
@@ -41,35 +41,13 @@ public class RateLimiter {
     }
     long now = System.nanoTime();
     if (buckets.size() > 100_000) {
-      buckets.values().removeIf(b -> now - b.touched > IDLE_NANOS);
+      buckets.values().removeIf(b -> b.idleLongerThan(IDLE_NANOS, now));
     }
-    Bucket bucket =
-        buckets.computeIfAbsent(what + ":" + instanceId, k -> new Bucket(2.0 * perSecond, now));
+    TokenBucket bucket =
+        buckets.computeIfAbsent(what + ":" + instanceId, k -> new TokenBucket(perSecond, now));
     long waitMs = bucket.take(perSecond, now);
     if (waitMs > 0) {
       throw new RateLimited(what, perSecond, waitMs);
-    }
-  }
-
-  /** A token bucket holding up to two seconds' worth of tokens. */
-  private static final class Bucket {
-    private double tokens;
-    private long touched;
-
-    Bucket(double tokens, long now) {
-      this.tokens = tokens;
-      this.touched = now;
-    }
-
-    /** Zero when a token was taken, else how long until one is there. */
-    synchronized long take(int perSecond, long now) {
-      tokens = Math.min(2.0 * perSecond, tokens + (now - touched) / 1e9 * perSecond);
-      touched = now;
-      if (tokens >= 1) {
-        tokens -= 1;
-        return 0;
-      }
-      return (long) Math.ceil((1 - tokens) / perSecond * 1000);
     }
   }
 }

@@ -31,13 +31,27 @@ public class Batches {
     boolean scanning() {
       return "scanning".equals(state);
     }
+
+    /** Handed out {@code maxAttempts} times already: given up instead of leased again. */
+    boolean exhausted(int maxAttempts) {
+      return attempts >= maxAttempts;
+    }
   }
 
   /**
    * A key range of an epoch's scan, leased to one claimer to classify under one fence. {@code
    * retakes}: how often it was taken over from a claimer that did not classify it in time.
    */
-  record Range(long id, int fence, List<String> runIds, int retakes) {}
+  record Range(long id, int fence, List<String> runIds, int retakes) {
+
+    /**
+     * Taken over {@code maxAttempts} times without being classified: a poison range, whose runs are
+     * handed out unclassified (fail open) so that it cannot hold its epoch open for ever.
+     */
+    boolean poison(int maxAttempts) {
+      return retakes >= maxAttempts;
+    }
+  }
 
   /**
    * Locks the oldest claimable batch of an epoch, skipping batches another claimer is taking right
@@ -288,6 +302,15 @@ public class Batches {
       long leaseMs = leased > 0 ? msUntilFirstExpiry : Long.MAX_VALUE;
       long deferredMs = deferred > 0 ? msUntilDeferredDue : Long.MAX_VALUE;
       return Math.min(leaseMs, deferredMs);
+    }
+
+    /**
+     * When a boot epoch's claimer should look again while this holds the epoch open: at the next
+     * change, or, with nothing outstanding (a ready batch another claimer is taking right now, so
+     * the close failed), after {@code waitMinMs}.
+     */
+    long msUntilNextLook(long waitMinMs) {
+      return any() ? msUntilNextChange() : waitMinMs;
     }
   }
 

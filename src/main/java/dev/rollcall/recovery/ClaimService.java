@@ -331,10 +331,7 @@ public class ClaimService {
           if (served.batch().isPresent() || served.range().isPresent()) {
             return Uni.createFrom().item(served);
           }
-          Optional<Long> wait =
-              served.waitMs().isEmpty()
-                  ? waitMs
-                  : Optional.of(Math.min(served.waitMs().get(), waitMs.orElse(Long.MAX_VALUE)));
+          Optional<Long> wait = WaitHints.sooner(served.waitMs(), waitMs);
           return underLocks(source, caller, order, index + 1, maxRuns, wait);
         });
   }
@@ -397,7 +394,7 @@ public class ClaimService {
                     .retakeRange(conn, batch, caller.instanceId(), leaseMs())
                     .map(range -> Optional.of(Served.range(new ToClassify(epoch, range, null))));
               }
-              if (batch.attempts() >= config.batch().maxAttempts()) {
+              if (batch.exhausted(config.batch().maxAttempts())) {
                 return batches.abandon(conn, batch).chain(() -> relet(conn, source, caller, epoch));
               }
               return batches
@@ -484,7 +481,7 @@ public class ClaimService {
     // A range whose classification failed (or whose claimers died) maxAttempts times running is
     // a poison range: its runs are handed out unclassified (fail open), so it cannot hold its
     // epoch open for ever.
-    boolean failOpen = work.range().retakes() >= config.batch().maxAttempts();
+    boolean failOpen = work.range().poison(config.batch().maxAttempts());
     return InstanceService.requireLive(conn, caller.instanceId())
         .chain(() -> rangeRuns(conn, source, work))
         .chain(
@@ -646,10 +643,7 @@ public class ClaimService {
                   .outstanding(conn, epoch.id(), config.effectiveActivityFence().toMillis())
                   .map(
                       out ->
-                          out.any()
-                              ? Served.later(out.msUntilNextChange())
-                              // A ready batch another claimer is taking right now.
-                              : Served.later(config.claim().waitMin().toMillis()));
+                          Served.later(out.msUntilNextLook(config.claim().waitMin().toMillis())));
             });
   }
 
@@ -661,8 +655,13 @@ public class ClaimService {
     if (epoch.kind() != EpochKind.SWEEP) {
       return maxRuns;
     }
-    long budget = config.sweep().maxRunsPerSecond() * Math.max(1, epoch.ageMs()) / 1000;
-    int allowed = (int) Math.max(0, Math.min(maxRuns, budget - epoch.runsScanned()));
+    int allowed =
+        SweepRate.allowed(
+            epoch.kind(),
+            config.sweep().maxRunsPerSecond(),
+            epoch.ageMs(),
+            epoch.runsScanned(),
+            maxRuns);
     if (allowed < maxRuns) {
       metrics.sweepRateLimited(epoch.namespace());
     }
@@ -679,15 +678,12 @@ public class ClaimService {
         .transform(e -> new SourceUnavailable(source.namespace(), e.getMessage()));
   }
 
-  /**
-   * Jitter spreads waiting claimers out; something that may change sooner (a lease expiring, a
-   * deferred run falling due) brings the next look forward.
-   */
   private long waitHint(long msUntilNextChange) {
-    long min = config.claim().waitMin().toMillis();
-    long max = Math.max(min, config.claim().waitMax().toMillis());
-    long jittered = ThreadLocalRandom.current().nextLong(min, max + 1);
-    return Math.max(min, Math.min(jittered, msUntilNextChange));
+    return WaitHints.hint(
+        config.claim().waitMin().toMillis(),
+        config.claim().waitMax().toMillis(),
+        msUntilNextChange,
+        ThreadLocalRandom.current());
   }
 
   private long leaseMs() {

@@ -53,6 +53,21 @@ public class Classifier {
     Evidence of(String runId) {
       return evidence.map(e -> e.getOrDefault(runId, Evidence.NONE)).orElse(Evidence.NONE);
     }
+
+    /** The decision table's view of one active run. */
+    DecisionTable.Signals signals(RunSource source, ScannedRun run, Evidence ev) {
+      return new DecisionTable.Signals(
+          owners.containsKey(run.runId()),
+          run.recentlyActive() || ev.recentEvent(),
+          ev.strandedOwner() != null,
+          ev.liveQueuedJob(),
+          ev.parkedOnHook(),
+          unchangedSinceRedrive.contains(run.runId()),
+          source.isPending(run),
+          source.classifies() && evidence.isPresent(),
+          ev.openStep(),
+          ev.dueWait());
+    }
   }
 
   /**
@@ -75,15 +90,9 @@ public class Classifier {
               List<Verdict> verdicts = new ArrayList<>(page.size());
               for (ScannedRun run : page) {
                 Evidence ev = facts.of(run.runId());
-                String id = run.runId();
-                String name = run.workflowName();
-                if (facts.owners().containsKey(id)) {
-                  verdicts.add(Verdict.defer(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
-                } else if (run.recentlyActive() || ev.recentEvent()) {
-                  verdicts.add(Verdict.defer(id, name, Reason.RECENTLY_ACTIVE));
-                } else {
-                  verdicts.add(settle(source, run, facts, ev));
-                }
+                verdicts.add(
+                    DecisionTable.firstLook(facts.signals(source, run, ev))
+                        .verdict(run.runId(), run.workflowName(), null, ev.strandedOwner()));
               }
               return verdicts;
             });
@@ -124,72 +133,17 @@ public class Classifier {
                             ScannedRun run = current.get(id);
                             String name = run == null ? null : run.workflowName();
                             Evidence ev = facts.of(id);
-                            if (run == null || !source.isActive(run)) {
-                              verdicts.add(Verdict.skip(id, name, Reason.TERMINAL));
-                            } else if (facts.owners().containsKey(id)) {
-                              verdicts.add(Verdict.skip(id, name, Reason.OWNED_BY_LIVE_INSTANCE));
-                            } else if (dead != null) {
-                              verdicts.add(
-                                  ev.strandedOwner() != null
-                                      ? Verdict.handOut(id, name, Reason.OWNER_DEAD, dead)
-                                          .withMessageId(ev.strandedOwner())
-                                      : ev.liveQueuedJob()
-                                          ? Verdict.skip(id, name, Reason.HAS_QUEUED_JOB)
-                                          : parked(ev)
-                                              ? Verdict.skip(id, name, Reason.PARKED_ON_HOOK)
-                                              : Verdict.handOut(id, name, Reason.OWNER_DEAD, dead));
-                            } else if (run.recentlyActive() || ev.recentEvent()) {
-                              verdicts.add(Verdict.skip(id, name, Reason.RECENTLY_ACTIVE));
-                            } else {
-                              verdicts.add(settle(source, run, facts, ev));
-                            }
+                            boolean terminal = run == null || !source.isActive(run);
+                            DecisionTable.Signals signals =
+                                terminal ? null : facts.signals(source, run, ev);
+                            DecisionTable.Decision decision =
+                                dead != null
+                                    ? DecisionTable.takeover(terminal, signals)
+                                    : DecisionTable.recheck(terminal, signals);
+                            verdicts.add(decision.verdict(id, name, dead, ev.strandedOwner()));
                           }
                           return verdicts;
                         }));
-  }
-
-  /**
-   * An unowned, quiet active run: skipped only with proof of a wake path, else re-driven. A queued
-   * job is no such proof for a run whose interrupted step's owner message is gone: it would only
-   * re-arm the engine's delayed backstop; the run is re-driven with the owner's message id.
-   */
-  private static Verdict settle(RunSource source, ScannedRun run, Facts facts, Evidence ev) {
-    String id = run.runId();
-    String name = run.workflowName();
-    if (ev.strandedOwner() != null && !facts.unchangedSinceRedrive().contains(id)) {
-      return Verdict.handOut(id, name, Reason.INTERRUPTED_STEP, null)
-          .withMessageId(ev.strandedOwner());
-    }
-    if (ev.liveQueuedJob()) {
-      return Verdict.skip(id, name, Reason.HAS_QUEUED_JOB);
-    }
-    if (parked(ev)) {
-      return Verdict.skip(id, name, Reason.PARKED_ON_HOOK);
-    }
-    if (facts.unchangedSinceRedrive().contains(id)) {
-      return Verdict.skip(id, name, Reason.UNCHANGED_SINCE_REDRIVE);
-    }
-    if (source.isPending(run)) {
-      return Verdict.handOut(id, name, Reason.PENDING, null);
-    }
-    if (!source.classifies() || facts.evidence().isEmpty()) {
-      return Verdict.handOut(id, name, Reason.UNCLASSIFIED, null);
-    }
-    if (ev.openStep()) {
-      return Verdict.handOut(id, name, Reason.INTERRUPTED_STEP, null);
-    }
-    if (ev.dueWait()) {
-      return Verdict.handOut(id, name, Reason.DUE_WAIT, null);
-    }
-    return Verdict.handOut(id, name, Reason.NO_LIVE_WAKE_PATH, null);
-  }
-
-  /**
-   * Parked on a hook, and nothing else pending: no open step, no due wait. A hook is proof only
-   * this way: the replay that created it ended there (no later event, no job of the run left).
-   */
-  private static boolean parked(Evidence ev) {
-    return ev.parkedOnHook() && !ev.openStep() && !ev.dueWait();
   }
 
   private Uni<Facts> facts(SqlClient client, RunSource source, Epoch epoch, List<String> ids) {

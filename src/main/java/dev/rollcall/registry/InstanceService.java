@@ -343,7 +343,11 @@ public class InstanceService {
    * few beats at most before the window of {@link #PEER_EXPIRES_IN_MS} closes.
    */
   private long recheckAfterMs(long peerExpiresInMs) {
-    long reaperMs = reaperInterval().toMillis();
+    return recheckAfterMs(peerExpiresInMs, reaperInterval().toMillis());
+  }
+
+  /** {@link #recheckAfterMs(long)} for a reaper running every {@code reaperMs}. */
+  static long recheckAfterMs(long peerExpiresInMs, long reaperMs) {
     return Math.max(peerExpiresInMs + reaperMs + RECHECK_MARGIN.toMillis(), reaperMs / 4);
   }
 

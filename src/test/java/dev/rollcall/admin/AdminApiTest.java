@@ -147,9 +147,7 @@ class AdminApiTest extends ApiTestBase {
   @Test
   void anOperatorStartsAManualPassThatInstancesServe() {
     Instance a = api.register(SourceTables.SMALL, deploy, "a");
-    for (Batch b; (b = api.claimBatch(a, 5000)) != null; ) {
-      api.complete(a, b, List.of()).expect(200);
-    }
+    api.drain(a, 5000);
 
     Api.Reply started =
         api.post(
@@ -188,9 +186,7 @@ class AdminApiTest extends ApiTestBase {
     api.post("admin/instances/" + victim.id() + "/evict", TOKEN, null).expect(409);
     api.post("admin/instances/" + UUID.randomUUID() + "/evict", TOKEN, null).expect(404);
     Instance peer = api.register(SourceTables.SMALL, deploy, "peer");
-    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    api.drain(peer, 5000);
   }
 
   @Test

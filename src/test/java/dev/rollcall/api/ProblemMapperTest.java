@@ -18,6 +18,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletionException;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.Test;
  * problems get their slug, title and status (from their {@link ProblemType}, which the README table
  * must list).
  */
+@Tag("unit")
 class ProblemMapperTest {
 
   static PgException pg(String sqlState, String message) {

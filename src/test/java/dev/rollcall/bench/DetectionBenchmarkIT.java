@@ -50,9 +50,7 @@ class DetectionBenchmarkIT {
   private void run(Api api, int kills, int leaves) throws Exception {
     String deploy = UUID.randomUUID().toString();
     Instance survivor = api.register(SourceTables.LARGE, deploy, "survivor");
-    for (Batch b; (b = api.claimBatch(survivor, 5000)) != null; ) {
-      api.complete(survivor, b, List.of()).expect(200);
-    }
+    api.drain(survivor, 5000);
     List<String> runs = Db.activeRuns(SourceTables.LARGE).stream().sorted().toList();
     ScheduledExecutorService timers = Executors.newScheduledThreadPool(4);
     Map<UUID, Long> endedAt = new ConcurrentHashMap<>();

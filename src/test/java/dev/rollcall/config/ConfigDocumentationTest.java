@@ -13,9 +13,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** The README's configuration table lists every key of {@link RollcallConfig}, with its default. */
+@Tag("unit")
 class ConfigDocumentationTest {
 
   @Test

@@ -4,9 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.rollcall.demo.Startup.Database;
 import java.util.Map;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** The embedded demo database starts only when asked for; no database at all is a refusal. */
+@Tag("unit")
 class StartupTest {
 
   static final Map<String, String> NONE = Map.of();

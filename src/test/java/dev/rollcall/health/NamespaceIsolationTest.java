@@ -7,6 +7,7 @@ import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.source.ActiveIndexes;
 import dev.rollcall.source.RunSources;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import io.quarkus.runtime.configuration.DurationConverter;
 import io.smallrye.config.SmallRyeConfigBuilder;
@@ -27,21 +28,14 @@ class NamespaceIsolationTest {
 
   /** Until a CREATE INDEX is waiting for a lock in the database. */
   static void waitUntilWaiting() {
-    for (int i = 0; i < 100; i++) {
-      if (Db.number(
-              "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%'"
-                  + " AND wait_event_type = 'Lock'")
-          > 0) {
-        return;
-      }
-      try {
-        Thread.sleep(50);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return;
-      }
-    }
-    throw new AssertionError("the index build never started");
+    Poll.until(
+        "the index build waits for a lock",
+        Duration.ofSeconds(5),
+        () ->
+            Db.number(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX%'"
+                        + " AND wait_event_type = 'Lock'")
+                > 0);
   }
 
   static RunSources engines(Map<String, String> extra) {

@@ -15,6 +15,7 @@ import dev.rollcall.testing.EngineVersion;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import jakarta.inject.Inject;
 import java.util.HashMap;
 import java.util.List;
@@ -41,20 +42,6 @@ class BackstopTest extends ApiTestBase {
   void fresh() {
     runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.BETA);
     deploy = UUID.randomUUID().toString();
-    finishEarlierWork(api, reaper, deploy);
-  }
-
-  /**
-   * Earlier tests' dead instances are reaped and every open epoch of the engine namespace is
-   * finished, so claims of {@code deploy} see only the calling test's work.
-   */
-  static void finishEarlierWork(Api api, Reaper reaper, String deploy) {
-    reaper.runOnce().await().indefinitely();
-    Instance janitor = api.register(SourceTables.ENGINE, "janitor-" + deploy, "janitor");
-    for (Batch b; (b = api.claimBatch(janitor, 5000)) != null; ) {
-      api.complete(janitor, b, List.of()).expect(200);
-    }
-    api.leave(janitor).expect(204);
   }
 
   /** The message id of the run's workflow job the seeding added (its key). */
@@ -83,33 +70,10 @@ class BackstopTest extends ApiTestBase {
         "step_" + runId + ":backstop:1");
   }
 
-  /**
-   * Everything the seeding wrote happened an hour ago: no recent activity, and no lock taken within
-   * the activity fence (a fresh lock may be a live executor's).
-   */
-  static void quiet(String... runIds) {
-    for (String runId : runIds) {
-      Db.update(
-          "UPDATE graphile_worker._private_jobs SET locked_at = locked_at - interval '1 hour'"
-              + " WHERE locked_at IS NOT NULL AND rollcall.engine_run_id(payload) = ?",
-          runId);
-      Db.update(
-          "UPDATE workflow.workflow_runs SET updated_at = updated_at - interval '1 hour',"
-              + " created_at = created_at - interval '1 hour' WHERE id = ?",
-          runId);
-      Db.update(
-          "UPDATE workflow.workflow_events SET created_at = created_at - interval '1 hour'"
-              + " WHERE run_id = ?",
-          runId);
-    }
-  }
-
   /** An instance of this test's deploy whose boot work is done: its claims see takeovers only. */
   Instance booted(String name) {
     Instance peer = api.register(SourceTables.ENGINE, deploy, name);
-    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    api.drain(peer, 5000);
     return peer;
   }
 
@@ -117,7 +81,7 @@ class BackstopTest extends ApiTestBase {
   Instance diedExecuting(String run, String owner) {
     Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
     api.heartbeatEntries(victim, List.of(Api.execution(run, owner))).expect(200);
-    TakeoverTest.expireLease(victim);
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
     return victim;
   }
@@ -134,7 +98,7 @@ class BackstopTest extends ApiTestBase {
     String run = runs.midStepLockedBy(dead);
     String owner = ownerMessage(run);
     ownerGoneBackstopArmed(run, owner);
-    quiet(run);
+    TimeTravel.engineQuiet(run);
     Instance peer = booted("peer");
     diedExecuting(run, owner);
     Batch taken = api.claimBatch(peer, 100);
@@ -155,7 +119,7 @@ class BackstopTest extends ApiTestBase {
     String dead = "worker-" + deploy;
     String run = runs.midStepLockedBy(dead);
     String owner = ownerMessage(run);
-    quiet(run);
+    TimeTravel.engineQuiet(run);
     Instance peer = booted("peer");
     Instance victim = diedExecuting(run, owner);
 
@@ -180,7 +144,7 @@ class BackstopTest extends ApiTestBase {
   void aTakeoverLeavesARunAloneWhoseOwnerMessageAPeerJustPickedUp() {
     String run = runs.midStepLockedBy("worker-" + deploy);
     String owner = ownerMessage(run);
-    quiet(run);
+    TimeTravel.engineQuiet(run);
     Instance peer = booted("peer");
     Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
     api.heartbeatEntries(victim, List.of(Api.execution(run, owner))).expect(200);
@@ -190,7 +154,7 @@ class BackstopTest extends ApiTestBase {
         "UPDATE graphile_worker._private_jobs SET locked_by = ?, locked_at = now() WHERE key = ?",
         "worker-peer-" + deploy,
         owner);
-    TakeoverTest.expireLease(victim);
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
 
     assertNull(api.claimBatch(peer, 100), "no second delivery beside the peer's");
@@ -211,7 +175,7 @@ class BackstopTest extends ApiTestBase {
     String owner = ownerMessage(stranded);
     ownerGoneBackstopArmed(stranded, owner);
     String sleeping = runs.futureWaitWithJob();
-    quiet(stranded, sleeping);
+    TimeTravel.engineQuiet(stranded, sleeping);
     long jobsBefore =
         Db.number(
             "SELECT count(*) FROM graphile_worker._private_jobs"

@@ -12,6 +12,7 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -29,19 +30,12 @@ class BatchLeaseTest extends ApiTestBase {
     deploy = UUID.randomUUID().toString();
   }
 
-  /** Moves a batch's lease into the past: the database clock is the only clock. */
-  static void expireLease(long batchId) {
-    Db.update(
-        "UPDATE rollcall.batches SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
-        batchId);
-  }
-
   @Test
   void anExpiredBatchGoesToAnotherClaimerWithANewFenceAndTheLateCompleteIsRefused() {
     Instance a = api.register(SourceTables.SMALL, deploy, "a");
     Instance b = api.register(SourceTables.SMALL, deploy, "b");
     Batch first = api.claimBatch(a, 10);
-    expireLease(first.id());
+    TimeTravel.batchLeaseExpired(first.id());
 
     Batch again = api.claimBatch(b, 10);
 

@@ -64,9 +64,7 @@ class BootRecoveryTest extends ApiTestBase {
   void anInstanceOfAnAlreadyRecoveredDeployIsDoneAtOnceWithoutAScan() {
     String deploy = UUID.randomUUID().toString();
     Instance a = api.register(SourceTables.SMALL, deploy, "a");
-    for (Batch b; (b = api.claimBatch(a, 100)) != null; ) {
-      api.complete(a, b, List.of()).expect(200);
-    }
+    api.drain(a, 100);
     long batchesBefore = Db.number("SELECT count(*) FROM rollcall.batches");
     long scannedBefore = Db.number("SELECT sum(runs_scanned) FROM rollcall.epochs");
 
@@ -101,10 +99,7 @@ class BootRecoveryTest extends ApiTestBase {
         "wrun_" + String.format("%010d", first + 5) + "a");
     Set<String> handedOut = new HashSet<>(b.runIds());
     api.complete(a, b, List.of()).expect(200);
-    for (Batch next; (next = api.claimBatch(a, 3)) != null; ) {
-      handedOut.addAll(next.runIds());
-      api.complete(a, next, List.of()).expect(200);
-    }
+    api.drain(a, 3).forEach(batch -> handedOut.addAll(batch.runIds()));
     Set<String> expected = new HashSet<>(before);
     assertEquals(expected, handedOut);
   }

@@ -13,11 +13,11 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import dev.rollcall.testing.Sweeps;
+import dev.rollcall.testing.TimeTravel;
 import jakarta.inject.Inject;
+import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -34,26 +34,11 @@ class LongLivedTest extends ApiTestBase {
 
   static final String NS = SourceTables.SMALL;
 
-  /** Sweeps are namespace-wide: leave none open for other tests, and no recent one behind. */
-  @AfterEach
-  void closeSweeps() {
-    Sweeps.closeAll();
-  }
-
   static String state(long epochId) {
     return Db.column(
             "SELECT state || ':' || coalesce(close_reason, '') FROM rollcall.epochs WHERE id = ?",
             epochId)
         .get(0);
-  }
-
-  /** The instance's lease ran out this long ago (and it was not reaped). */
-  static void goneFor(Instance instance, String interval) {
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '"
-            + interval
-            + "' WHERE id = ?",
-        instance.id());
   }
 
   @Test
@@ -84,8 +69,8 @@ class LongLivedTest extends ApiTestBase {
     long recentEpoch = api.claimBatch(recent, 1).epochId();
     Batch held = api.claimBatch(gone, 1);
     long aliveEpoch = api.claimBatch(alive, 1).epochId();
-    goneFor(recent, "1 minute");
-    goneFor(gone, "6 minutes");
+    TimeTravel.leaseExpired(recent, Duration.ofMinutes(1));
+    TimeTravel.leaseExpired(gone, Duration.ofMinutes(6));
 
     List<Long> closed = stranded.runOnce().await().indefinitely();
 
@@ -108,17 +93,12 @@ class LongLivedTest extends ApiTestBase {
     // A deploy that is live and recovered, then a newer one that died mid-recovery (the rollout
     // was aborted and rolled back: the live instances keep the older deployment id).
     Instance live = api.register(NS, "live-" + UUID.randomUUID(), "live-1");
-    for (Batch b; (b = api.claimBatch(live, 5000)) != null; ) {
-      api.complete(live, b, List.of()).expect(200);
-    }
+    api.drain(live, 5000);
     Instance aborted = api.register(NS, "aborted-" + UUID.randomUUID(), "aborted-1");
     long abortedEpoch = api.claimBatch(aborted, 1).epochId();
-    goneFor(aborted, "6 minutes");
-    Db.update(
-        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
-            + " WHERE namespace = ?",
-        NS);
-    closeSweeps();
+    TimeTravel.leaseExpired(aborted, Duration.ofMinutes(6));
+    TimeTravel.namespaceRegisteredEarlier(NS, Duration.ofHours(1));
+    TimeTravel.sweepsClosedADayAgo();
 
     List<Epoch> opened = sweeper.runOnce().await().indefinitely();
 
@@ -155,9 +135,7 @@ class LongLivedTest extends ApiTestBase {
     Instance victim = api.register(NS, "victim-" + UUID.randomUUID(), "victim");
     List<String> inFlight = Db.activeRuns(NS).stream().sorted().limit(2).toList();
     api.heartbeat(victim, inFlight).expect(200);
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
-        victim.id());
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
     long takeover =
         Db.number(

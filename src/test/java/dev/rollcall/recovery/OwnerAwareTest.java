@@ -12,6 +12,7 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -38,10 +39,7 @@ class OwnerAwareTest extends ApiTestBase {
   /** Claims and completes until done; returns every run handed out. */
   Set<String> drain(Instance claimer) {
     Set<String> out = new HashSet<>();
-    for (Batch b; (b = api.claimBatch(claimer, 100)) != null; ) {
-      out.addAll(b.runIds());
-      api.complete(claimer, b, List.of()).expect(200);
-    }
+    api.drain(claimer, 100).forEach(b -> out.addAll(b.runIds()));
     return out;
   }
 
@@ -92,9 +90,7 @@ class OwnerAwareTest extends ApiTestBase {
     String owned = someActiveRun();
     Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
     api.heartbeat(owner, List.of(owned)).expect(200);
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
-        owner.id());
+    TimeTravel.leaseExpired(owner);
 
     Set<String> handedOut = drain(api.register(SourceTables.SMALL, deploy, "booting"));
 

@@ -14,6 +14,7 @@ import dev.rollcall.testing.EngineVersion;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import jakarta.inject.Inject;
 import java.util.HashMap;
 import java.util.List;
@@ -41,24 +42,21 @@ class ParkedOnHookTest extends ApiTestBase {
   void fresh() {
     runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.STABLE);
     deploy = UUID.randomUUID().toString();
-    BackstopTest.finishEarlierWork(api, reaper, deploy);
   }
 
   @Test
   void aTakeoverSkipsTheDeadOwnersRunThatParkedOnAHookAndReDrivesOneWhoseHookWasReceived() {
     String parked = runs.hookParked(false);
     String received = runs.hookParked(true);
-    BackstopTest.quiet(parked, received);
+    TimeTravel.engineQuiet(parked, received);
     Instance peer = api.register(SourceTables.ENGINE, deploy, "peer");
-    for (Batch b; (b = api.claimBatch(peer, 5000)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    api.drain(peer, 5000);
     long jobsBefore = jobsOf(parked);
 
     // The victim still reported both runs when it died (it parked them after its last beat).
     Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
     api.heartbeat(victim, List.of(parked, received)).expect(200);
-    TakeoverTest.expireLease(victim);
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
 
     Map<String, JsonNode> handedOut = new HashMap<>();
@@ -93,7 +91,7 @@ class ParkedOnHookTest extends ApiTestBase {
             + "',"
             + " locked_at = now() - interval '5 hours' WHERE key = ?",
         "msg_" + run);
-    BackstopTest.quiet(run);
+    TimeTravel.engineQuiet(run);
 
     Instance booting = api.register(SourceTables.ENGINE, deploy, "booting");
     Map<String, String> reasons = new HashMap<>();

@@ -11,6 +11,7 @@ import dev.rollcall.testing.EngineRuns;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
 import java.sql.Connection;
@@ -154,7 +155,7 @@ class QueueLocksTest extends ApiTestBase {
     long peers = job(STEPS, name("msg_3"), name("msg_3"), name("wrun_3"), w, 0);
     api.heartbeatEntries(peer, List.of(Api.execution(name("wrun_3"), name("msg_3")))).expect(200);
     long otherNamespace = job("other_flows", name("msg_4"), name("msg_4"), name("wrun_4"), w, 0);
-    TakeoverTest.expireLease(victim);
+    TimeTravel.leaseExpired(victim);
 
     reaper.runOnce().await().indefinitely();
 
@@ -310,7 +311,7 @@ class QueueLocksTest extends ApiTestBase {
             name("wrun_o")));
 
     // Once the live instance is dead, its learned worker's old lock is an orphan like any other.
-    TakeoverTest.expireLease(live);
+    TimeTravel.leaseExpired(live);
     Db.update("UPDATE rollcall.instances SET state = 'dead' WHERE id = ?", live.id());
     reaper.releaseOrphans().await().indefinitely();
     assertEquals("-", lockOf(learnedJob));

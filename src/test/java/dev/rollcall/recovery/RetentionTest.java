@@ -12,12 +12,12 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import dev.rollcall.testing.Sweeps;
+import dev.rollcall.testing.TimeTravel;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
+import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -33,14 +33,6 @@ class RetentionTest extends ApiTestBase {
   @BeforeEach
   void fresh() {
     deploy = UUID.randomUUID().toString();
-    Db.update("UPDATE rollcall.housekeeping SET lease_until = '-infinity'");
-    closeSweeps();
-  }
-
-  /** Sweeps are namespace-wide: leave none open for other tests, and no recent one behind. */
-  @AfterEach
-  void closeSweeps() {
-    Sweeps.closeAll();
   }
 
   /** A whole boot pass of the small namespace; returns its epoch. */
@@ -123,13 +115,8 @@ class RetentionTest extends ApiTestBase {
   void sweepsCountEverySkipButWriteARunsSkipToTheLedgerOnlyOnce() {
     String table = SourceTables.table(SourceTables.ACTIVE);
     Instance client = api.register(SourceTables.ACTIVE, deploy, "sweep-client");
-    for (Batch b; (b = api.claimBatch(client, 5000)) != null; ) {
-      api.complete(client, b, List.of()).expect(200);
-    }
-    Db.update(
-        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
-            + " WHERE namespace = ?",
-        SourceTables.ACTIVE);
+    api.drain(client, 5000);
+    TimeTravel.namespaceRegisteredEarlier(SourceTables.ACTIVE, Duration.ofHours(1));
     String parked = "wrun_parked_" + deploy;
     Db.update(
         "INSERT INTO "
@@ -139,7 +126,7 @@ class RetentionTest extends ApiTestBase {
         parked);
     long lastSweep = -1;
     for (int sweep = 0; sweep < 4; sweep++) {
-      closeSweeps();
+      TimeTravel.sweepsClosedADayAgo();
       // Each sweep comes minutes after the last hand-out, by the database's clock.
       Db.update(
           "UPDATE rollcall.ledger SET resolved_at = resolved_at - interval '10 minutes',"

@@ -10,10 +10,13 @@ import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import java.sql.Connection;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.List;
 import java.util.Set;
 import java.util.UUID;
@@ -130,7 +133,7 @@ class ScanRangeTest extends ApiTestBase {
       long range = awaitScanningRange(a);
       assertFalse(late.isDone(), "a's claim is frozen between cut and classification");
       beforeTakeOver.accept(range);
-      BatchLeaseTest.expireLease(range);
+      TimeTravel.batchLeaseExpired(range);
       CompletableFuture<Api.Reply> next = CompletableFuture.supplyAsync(() -> api.claim(b, 100));
       awaitFence(range, 2);
       blocker.rollback();
@@ -155,27 +158,24 @@ class ScanRangeTest extends ApiTestBase {
         deploy);
   }
 
-  private static void awaitFence(long batchId, int fence) throws InterruptedException {
-    for (int i = 0; i < 600; i++) {
-      if (Db.number("SELECT fence FROM rollcall.batches WHERE id = ?", batchId) == fence) {
-        return;
-      }
-      Thread.sleep(50);
-    }
-    throw new AssertionError("batch " + batchId + " never reached fence " + fence);
+  private static void awaitFence(long batchId, int fence) {
+    Poll.until(
+        "batch " + batchId + " reaches fence " + fence,
+        Duration.ofSeconds(30),
+        () -> Db.number("SELECT fence FROM rollcall.batches WHERE id = ?", batchId) == fence);
   }
 
-  private static long awaitScanningRange(Instance claimer) throws InterruptedException {
-    for (int i = 0; i < 600; i++) {
-      List<String> ids =
-          Db.column(
-              "SELECT id::text FROM rollcall.batches WHERE claimer_id = ? AND state = 'scanning'",
-              claimer.id());
-      if (!ids.isEmpty()) {
-        return Long.parseLong(ids.get(0));
-      }
-      Thread.sleep(50);
-    }
-    throw new AssertionError("no scanning range was cut for " + claimer.id());
+  private static long awaitScanningRange(Instance claimer) {
+    return Poll.value(
+        "a scanning range is cut for " + claimer.id(),
+        Duration.ofSeconds(30),
+        () ->
+            Db.column(
+                    "SELECT id::text FROM rollcall.batches WHERE claimer_id = ?"
+                        + " AND state = 'scanning'",
+                    claimer.id())
+                .stream()
+                .findFirst()
+                .map(Long::parseLong));
   }
 }

@@ -11,14 +11,14 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import dev.rollcall.testing.Sweeps;
+import dev.rollcall.testing.TimeTravel;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
+import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.UUID;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -33,13 +33,6 @@ class SweepTest extends ApiTestBase {
   @BeforeEach
   void freshDeploy() {
     deploy = UUID.randomUUID().toString();
-    closeSweeps();
-  }
-
-  /** Sweeps are namespace-wide: leave none open for other tests, and no recent one behind. */
-  @AfterEach
-  void closeSweeps() {
-    Sweeps.closeAll();
   }
 
   /**
@@ -48,13 +41,8 @@ class SweepTest extends ApiTestBase {
    */
   Instance recovered(String namespace) {
     Instance i = api.register(namespace, deploy, "sweeper-client");
-    for (Batch b; (b = api.claimBatch(i, 5000)) != null; ) {
-      api.complete(i, b, List.of()).expect(200);
-    }
-    Db.update(
-        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
-            + " WHERE namespace = ?",
-        namespace);
+    api.drain(i, 5000);
+    TimeTravel.namespaceRegisteredEarlier(namespace, Duration.ofHours(1));
     return i;
   }
 
@@ -105,7 +93,7 @@ class SweepTest extends ApiTestBase {
 
     assertEquals(Set.copyOf(stranded), first);
     // Ten minutes later, by the database's clock, the next sweep: nothing changed.
-    closeSweeps();
+    TimeTravel.sweepsClosedADayAgo();
     Db.update(
         "UPDATE rollcall.ledger SET resolved_at = resolved_at - interval '10 minutes',"
             + " recorded_at = recorded_at - interval '10 minutes' WHERE run_id = ANY(?::text[])",
@@ -137,17 +125,12 @@ class SweepTest extends ApiTestBase {
     sweeper.runOnce().await().indefinitely();
 
     assertEquals(0, openSweeps(SourceTables.SMALL), "an instance registered just now");
-    Db.update(
-        "UPDATE rollcall.instances SET registered_at = registered_at - interval '1 hour'"
-            + " WHERE id = ?",
-        booting.id());
+    TimeTravel.registeredEarlier(booting, Duration.ofHours(1));
     Batch bootWork = api.claimBatch(booting, 5);
     sweeper.runOnce().await().indefinitely();
     assertEquals(0, openSweeps(SourceTables.SMALL), "its boot pass is open");
     api.complete(booting, bootWork, List.of()).expect(200);
-    for (Batch b; (b = api.claimBatch(booting, 5000)) != null; ) {
-      api.complete(booting, b, List.of()).expect(200);
-    }
+    api.drain(booting, 5000);
     sweeper.runOnce().await().indefinitely();
     assertEquals(1, openSweeps(SourceTables.SMALL));
   }

@@ -11,10 +11,12 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -35,21 +37,6 @@ class TakeoverTest extends ApiTestBase {
   @BeforeEach
   void freshDeploy() {
     deploy = UUID.randomUUID().toString();
-    // Earlier tests may leave expired instances and open takeovers behind: reap and drain them so
-    // each test sees only its own.
-    reaper.runOnce().await().indefinitely();
-    Db.update("DELETE FROM rollcall.ownership WHERE namespace = ?", SourceTables.SMALL);
-    Instance janitor = api.register(SourceTables.SMALL, "janitor-" + deploy, "janitor");
-    for (Batch b; (b = api.claimBatch(janitor, 5000)) != null; ) {
-      api.complete(janitor, b, List.of()).expect(200);
-    }
-    api.leave(janitor).expect(204);
-  }
-
-  static void expireLease(Instance instance) {
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
-        instance.id());
   }
 
   List<String> activeRuns(int n) {
@@ -59,9 +46,7 @@ class TakeoverTest extends ApiTestBase {
   /** Finishes the peer's own boot epoch so that its claims see only takeover work. */
   Instance bootedPeer(String name) {
     Instance peer = api.register(SourceTables.SMALL, deploy, name);
-    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    api.drain(peer, 100);
     return peer;
   }
 
@@ -72,7 +57,7 @@ class TakeoverTest extends ApiTestBase {
     List<String> inFlight = activeRuns(3);
     api.heartbeat(victim, inFlight).expect(200);
     Batch held = heldBatch(victim);
-    expireLease(victim);
+    TimeTravel.leaseExpired(victim);
 
     Reaper.Pass pass = reaper.runOnce().await().indefinitely();
 
@@ -162,7 +147,7 @@ class TakeoverTest extends ApiTestBase {
   void theBatchesADeadInstanceHeldAreReleasedAtOnce() {
     Instance victim = api.register(SourceTables.SMALL, deploy, "victim");
     Batch held = api.claimBatch(victim, 5);
-    expireLease(victim);
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
 
     Instance peer = api.register(SourceTables.SMALL, deploy, "peer");
@@ -251,7 +236,7 @@ class TakeoverTest extends ApiTestBase {
     inFlight.add(terminal);
     api.heartbeat(victim, inFlight).expect(200);
     api.heartbeat(peer, List.of(runs.get(0))).expect(200);
-    expireLease(victim);
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
 
     Batch taken = api.claimBatch(peer, 100);
@@ -274,7 +259,7 @@ class TakeoverTest extends ApiTestBase {
       api.heartbeat(v, activeRuns(2)).expect(200);
       victims.add(v);
     }
-    victims.forEach(TakeoverTest::expireLease);
+    victims.forEach(TimeTravel::leaseExpired);
 
     List<Reaper.Pass> passes =
         Uni.join()
@@ -314,9 +299,7 @@ class TakeoverTest extends ApiTestBase {
   @Test
   void detectionLatencyIsRecordedPerNamespace() {
     Instance victim = api.register(SourceTables.SMALL, deploy, "victim");
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '2 seconds' WHERE id = ?",
-        victim.id());
+    TimeTravel.leaseExpired(victim, Duration.ofSeconds(2));
     Timer timer = meters.find("rollcall.dead.owner.detection").tag("namespace", "small").timer();
     long before = timer == null ? 0 : timer.count();
 
@@ -352,7 +335,7 @@ class TakeoverTest extends ApiTestBase {
     Db.update(lock, live, jobs.get(3));
     String runAtBefore = runAts(jobs);
     Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(dead));
-    expireLease(victim);
+    TimeTravel.leaseExpired(victim);
 
     reaper.runOnce().await().indefinitely();
 

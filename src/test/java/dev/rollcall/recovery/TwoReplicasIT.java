@@ -8,9 +8,11 @@ import dev.rollcall.testing.ClaimerSwarm;
 import dev.rollcall.testing.ClaimerSwarm.Claimer;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.EngineFixture;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceProcess;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TestDatabase;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -203,13 +205,15 @@ class TwoReplicasIT {
               }
             });
     // Kill replica A once the epoch is under way.
-    while (Db.number(
-            "SELECT count(*) FROM rollcall.batches b JOIN rollcall.epochs e ON e.id = b.epoch_id"
-                + " WHERE e.deployment_id = ?",
-            deploy)
-        < 10) {
-      Thread.sleep(5);
-    }
+    Poll.until(
+        "ten batches of the epoch are cut before replica A is killed",
+        Duration.ofSeconds(60),
+        () ->
+            Db.number(
+                    "SELECT count(*) FROM rollcall.batches b"
+                        + " JOIN rollcall.epochs e ON e.id = b.epoch_id WHERE e.deployment_id = ?",
+                    deploy)
+                >= 10);
     a.kill();
 
     ClaimerSwarm.Outcome out = swarm.join();

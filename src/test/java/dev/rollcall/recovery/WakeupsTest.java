@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -11,6 +12,7 @@ import org.junit.jupiter.api.Test;
  * cleanly (it used to fail the claim with a 500), and a notice that arrives between the nap's end
  * and the claim forgetting its waiter must reach another waiting claim, not be lost.
  */
+@Tag("unit")
 class WakeupsTest {
 
   private final Wakeups wakeups = new Wakeups(null, null);

@@ -12,6 +12,8 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
+import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.List;
 import java.util.UUID;
@@ -19,13 +21,6 @@ import org.junit.jupiter.api.Test;
 
 @ServiceTest
 class InstanceLifecycleTest extends ApiTestBase {
-
-  static void expireInstanceLease(Instance instance) {
-    Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 millisecond'"
-            + " WHERE id = ?",
-        instance.id());
-  }
 
   @Test
   void registrationReturnsAnIdATokenAndTheLeaseTerms() {
@@ -99,9 +94,7 @@ class InstanceLifecycleTest extends ApiTestBase {
     Batch b = api.claimBatch(a, 5);
     assertTrue(api.heartbeat(a).expect(200).body().get("recoveryPending").asBoolean());
     api.complete(a, b, List.of()).expect(200);
-    for (Batch next; (next = api.claimBatch(a, 50)) != null; ) {
-      api.complete(a, next, List.of()).expect(200);
-    }
+    api.drain(a, 50);
     assertFalse(api.heartbeat(a).expect(200).body().get("recoveryPending").asBoolean());
   }
 
@@ -109,7 +102,7 @@ class InstanceLifecycleTest extends ApiTestBase {
   void anInstanceWhoseLeaseExpiredIsFencedEverywhere() {
     Instance a = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "a");
     Batch b = api.claimBatch(a, 5);
-    expireInstanceLease(a);
+    TimeTravel.leaseExpired(a, Duration.ofMillis(1));
 
     for (Api.Reply r :
         List.of(api.heartbeat(a), api.claim(a, 5), api.complete(a, b, List.of()), api.leave(a))) {

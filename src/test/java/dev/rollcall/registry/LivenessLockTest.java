@@ -11,9 +11,11 @@ import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import jakarta.inject.Inject;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.time.Duration;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -59,7 +61,7 @@ class LivenessLockTest extends ApiTestBase {
     endWaitsForTheClaimInProgress(
         i,
         () -> {
-          InstanceLifecycleTest.expireInstanceLease(i);
+          TimeTravel.leaseExpired(i, Duration.ofMillis(1));
           return reaper.runOnce().subscribeAsCompletionStage();
         });
   }

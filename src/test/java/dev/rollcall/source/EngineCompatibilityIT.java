@@ -106,10 +106,7 @@ class EngineCompatibilityIT {
         "UPDATE workflow.workflow_runs SET status = 'completed' WHERE id = ?",
         finishesDuringThePass);
     Db.update("UPDATE rollcall.deferred SET deferred_at = now() - interval '1 minute'");
-    for (Batch b; (b = api.claimBatch(booting, 5000)) != null; ) {
-      handedOut.addAll(b.runIds());
-      api.complete(booting, b, List.of()).expect(200);
-    }
+    api.drain(booting, 5000).forEach(b -> handedOut.addAll(b.runIds()));
     api.heartbeat(live).expect(200);
 
     Map<String, String> actual = new LinkedHashMap<>();
@@ -137,9 +134,7 @@ class EngineCompatibilityIT {
     String redriven = expected.keySet().iterator().next();
     EngineFixture.enqueueAsEngine(db, version, redriven, runs.workflowName());
     Instance next = api.register("engine", UUID.randomUUID().toString(), "next-deploy");
-    for (Batch b; (b = api.claimBatch(next, 5000)) != null; ) {
-      api.complete(next, b, List.of()).expect(200);
-    }
+    api.drain(next, 5000);
     assertEquals(
         List.of("has-queued-job"),
         Db.column(

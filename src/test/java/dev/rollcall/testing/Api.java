@@ -227,13 +227,23 @@ public final class Api {
         JSON.createObjectNode().put("maxRuns", maxRuns).put("waitMs", waitMs).put("idle", idle));
   }
 
-  /** Claims until a batch or done comes back, honouring wait hints; null when done. */
+  /** How long {@link #claimBatch} keeps asking while told to wait. */
+  static final Duration CLAIM_DEADLINE = Duration.ofSeconds(60);
+
+  /**
+   * Claims until a batch or done comes back, honouring wait hints; null when done. Fails if the
+   * service keeps answering {@code wait} (or 429) for {@link #CLAIM_DEADLINE}.
+   */
   public Batch claimBatch(Instance instance, int maxRuns) {
+    long deadline = System.nanoTime() + CLAIM_DEADLINE.toNanos();
     while (true) {
+      if (System.nanoTime() - deadline > 0) {
+        throw stuck(instance, "was told to wait", CLAIM_DEADLINE, "no batch and not done");
+      }
       Reply r = claim(instance, maxRuns);
       if (r.status() == 429) {
         // Rate limited: a well-behaved client waits as told and asks again.
-        sleep(r.body().get("retryAfterMs").asLong());
+        Poll.sleep(r.body().get("retryAfterMs").asLong());
         continue;
       }
       r.expect(200);
@@ -243,12 +253,46 @@ public final class Api {
         case "done":
           return null;
         case "wait":
-          sleep(r.body().get("retryAfterMs").asLong());
+          Poll.sleep(r.body().get("retryAfterMs").asLong());
           break;
         default:
           throw new AssertionError("unexpected claim answer " + r);
       }
     }
+  }
+
+  /** How long {@link #drain} keeps being handed batches before it calls it a livelock. */
+  static final Duration DRAIN_DEADLINE = Duration.ofSeconds(120);
+
+  /**
+   * Claims and completes batches (no run failed) until the claimer is done; the batches, in order.
+   * Fails if batches keep coming for {@link #DRAIN_DEADLINE}.
+   */
+  public List<Batch> drain(Instance instance, int maxRuns) {
+    long deadline = System.nanoTime() + DRAIN_DEADLINE.toNanos();
+    List<Batch> drained = new ArrayList<>();
+    for (Batch b; (b = claimBatch(instance, maxRuns)) != null; ) {
+      complete(instance, b, List.of()).expect(200);
+      drained.add(b);
+      if (System.nanoTime() - deadline > 0) {
+        throw stuck(
+            instance, "was still handed batches", DRAIN_DEADLINE, drained.size() + " batches");
+      }
+    }
+    return drained;
+  }
+
+  private static AssertionError stuck(
+      Instance instance, String what, Duration deadline, String detail) {
+    return new AssertionError(
+        "instance "
+            + instance.id()
+            + " "
+            + what
+            + " for "
+            + deadline.toSeconds()
+            + " s: "
+            + detail);
   }
 
   public static Batch batch(JsonNode json) {
@@ -271,14 +315,5 @@ public final class Api {
     body.putArray("failedRunIds")
         .addAll(failed.stream().map(JSON::valueToTree).map(JsonNode.class::cast).toList());
     return post("recovery/batches/" + batchId + "/complete", instance.token(), body);
-  }
-
-  private static void sleep(long ms) {
-    try {
-      Thread.sleep(ms);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException(e);
-    }
   }
 }
