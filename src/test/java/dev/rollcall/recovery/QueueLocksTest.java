@@ -202,7 +202,7 @@ class QueueLocksTest extends ApiTestBase {
     assertEquals(name("w3"), lockOf(named));
     assertEquals(name("wp"), lockOf(peers));
 
-    TakeoverTest.expireLease(victim);
+    TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
 
     assertEquals("-", lockOf(named));
@@ -223,7 +223,7 @@ class QueueLocksTest extends ApiTestBase {
         st.execute("LISTEN \"jobs:insert\"");
       }
       PGConnection pg = listener.unwrap(PGConnection.class);
-      TakeoverTest.expireLease(victim);
+      TimeTravel.leaseExpired(victim);
       reaper.runOnce().await().indefinitely();
       // graphile-worker's runners nudge up to `count` idle workers on this channel.
       List<String> payloads = new ArrayList<>();
