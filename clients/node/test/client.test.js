@@ -336,18 +336,26 @@ test('recheckAfterMs: it beats again that soon, not a whole interval later, and 
   await client.stop();
 });
 
+/**
+ * The heartbeats the fake receives from now on, and a wait for the n-th of them: bounded far below
+ * the 20 s interval of slowBeats, so that a loaded machine's late timers do not matter.
+ */
+function beatsFromNow(fake) {
+  const before = fake.of('heartbeat').length;
+  const beatsSince = () => fake.of('heartbeat').slice(before);
+  const until = async (n) => {
+    for (const deadline = Date.now() + 5_000; beatsSince().length < n && Date.now() < deadline; ) await sleep(20);
+    return beatsSince();
+  };
+  return { beatsSince, until };
+}
+
 test('new work is reported promptly: an execution that begins is in a heartbeat within reportPromptlyMs, at most one such beat a second', async () => {
   const fake = await fakeRollcall({ register: () => slowBeats(fake.defaults.register()) });
   const client = startRecovery(base(fake.url));
   await client.recovered;
   await sleep(100);
-  const before = fake.of('heartbeat').length;
-  const beatsSince = () => fake.of('heartbeat').slice(before);
-  // Bounds far below the 20 s interval, so that a loaded machine's late timers do not matter.
-  const until = async (n) => {
-    for (const deadline = Date.now() + 5_000; beatsSince().length < n && Date.now() < deadline; ) await sleep(20);
-    return beatsSince();
-  };
+  const { beatsSince, until } = beatsFromNow(fake);
   const began = Date.now();
   client.tracker.begin('wrun_new', 'msg_new');
   const [first] = await until(1);
@@ -376,12 +384,7 @@ test('queue workers: those known at registration are registered, one found later
   await client.recovered;
   assert.deepEqual(fake.of('register')[0].body.workerIds, ['static-1', 'worker-a']);
   await sleep(100);
-  const before = fake.of('heartbeat').length;
-  const beatsSince = () => fake.of('heartbeat').slice(before);
-  const until = async (n) => {
-    for (const deadline = Date.now() + 5_000; beatsSince().length < n && Date.now() < deadline; ) await sleep(20);
-    return beatsSince();
-  };
+  const { until } = beatsFromNow(fake);
   const found = Date.now();
   workers.add('worker-b');
   workers.add('worker-a'); // seen before: no news
