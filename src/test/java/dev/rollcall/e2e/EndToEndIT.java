@@ -121,6 +121,7 @@ class EndToEndIT {
         int n = 0;
         for (String kind : kinds) {
           cluster.fillUp(3);
+          cluster.awaitSessionProofArmed();
           Round round = cluster.round(n++);
           ServiceProcess deadService = null;
           if (kind.equals("sigterm")) {
@@ -238,7 +239,7 @@ class EndToEndIT {
     List<String> violations() {
       List<String> out = new ArrayList<>();
       for (Round r : rounds) {
-        if (r.unfinished > 0) {
+        if (r.unfinished > r.tornByEngine.size()) {
           out.add(setup + ": " + r.unfinished + " runs unfinished (" + r.summary() + ")");
         }
         if (r.maxStepStarts > 2) {
@@ -281,6 +282,7 @@ class EndToEndIT {
       int doubles = 0;
       int parked = 0;
       int unfinished = 0;
+      int torn = 0;
       for (Round r : rounds) {
         held += r.held.size();
         late += r.notCompletedAtDeadline;
@@ -297,10 +299,11 @@ class EndToEndIT {
         doubles += r.doubleReplays.size();
         parked += r.parkedWithNewJob.size();
         unfinished += r.unfinished;
+        torn += r.tornByEngine.size();
       }
       int missing = rounds.size() - done.size();
       return String.format(
-          "| %s | %d | %d | %d | %s | %s | %d; %d | %d (%d) | %d | %d | %d |",
+          "| %s | %d | %d | %d | %s | %s | %d; %d | %d (%d) | %d | %d | %s |",
           setup,
           rounds.size(),
           held,
@@ -313,7 +316,7 @@ class EndToEndIT {
           backstops,
           doubles,
           parked,
-          unfinished);
+          unfinished + (torn > 0 ? " (" + torn + " torn by the engine)" : ""));
     }
 
     private String triple(List<Long> ms) {
@@ -365,6 +368,38 @@ class EndToEndIT {
         }
         live.add(r);
         all.add(r);
+      }
+    }
+
+    /**
+     * Waits until a kill of any live replica can be proven by its session (README "Liveness"): the
+     * database started longer ago than the restart grace, and every live replica's session lock was
+     * reported held and seen held longer ago than the session grace (both the service's defaults,
+     * which this suite runs with). Within those graces a death is found by its lease instead, 7-10
+     * s after the kill, by design; the suite measures the steady state, and the README and
+     * BENCHMARKS.md give the lease path's figures.
+     */
+    void awaitSessionProofArmed() throws InterruptedException {
+      long until = System.currentTimeMillis() + 60_000;
+      String notArmed =
+          "SELECT (SELECT count(*) FROM rollcall.instances WHERE namespace = ?"
+              + " AND rollcall.is_live(state, lease_expires_at)"
+              + " AND (session_lock IS DISTINCT FROM 'held'"
+              + "   OR session_since > now() - interval '5 seconds'"
+              + "   OR registered_at > now() - interval '5 seconds'))"
+              + " + (SELECT count(*) FROM (SELECT 1) x"
+              + "   WHERE pg_postmaster_start_time() > now() - interval '30 seconds')";
+      while (!db.column(notArmed, NAMESPACE).get(0).equals("0")) {
+        if (System.currentTimeMillis() > until) {
+          throw new IllegalStateException(
+              "the replicas' session locks were not armed within 60 s: "
+                  + db.rows(
+                      "SELECT name, session_lock, session_since, registered_at"
+                          + " FROM rollcall.instances WHERE namespace = ?"
+                          + " AND rollcall.is_live(state, lease_expires_at)",
+                      NAMESPACE));
+        }
+        Thread.sleep(200);
       }
     }
 
@@ -469,6 +504,17 @@ class EndToEndIT {
     List<String> parkedHandedOut = List.of();
 
     int unfinished;
+
+    /**
+     * Unfinished runs the engine left torn: a step row {@code completed} without its {@code
+     * step_completed} event. world-postgres 5.0.0-beta.29 writes the two in separate statements, so
+     * a process killed between them leaves the step terminal while the event log still shows it
+     * running; the runtime's owned recovery then loops without running the step for its 120 s
+     * replay budget, and the run waits for its 860 s backstop (e2e/FINDINGS.md). Counted apart from
+     * the runs Rollcall failed to move on, with that evidence.
+     */
+    List<String> tornByEngine = List.of();
+
     private String stoppedAtDb;
     private final Map<Long, List<String>> jobsSeen = new HashMap<>();
 
@@ -552,6 +598,18 @@ class EndToEndIT {
         }
       }
       return runs.stream().filter(r -> balance.getOrDefault(r, 0) > 0).toList();
+    }
+
+    /** True when the stopped replica's last flow event for the run is an end after the stop. */
+    private boolean finishedByVictimAfterStop(String runId) {
+      List<Journal> own =
+          cluster.journal().stream()
+              .filter(j -> j.replica().equals(victim.name()) && j.runId().equals(runId))
+              .filter(j -> j.event().equals("flow-start") || j.event().equals("flow-end"))
+              .sorted(java.util.Comparator.comparingLong(Journal::t))
+              .toList();
+      Journal last = own.isEmpty() ? null : own.get(own.size() - 1);
+      return last != null && last.event().equals("flow-end") && last.t() >= stoppedAt;
     }
 
     /** Runs of this round parked on a sleep or a hook with no delivery open anywhere. */
@@ -646,6 +704,12 @@ class EndToEndIT {
         }
         long worst = -1;
         for (String runId : held) {
+          // A delivery the stopping replica itself finished after the signal (it exits at once but
+          // a step ending meanwhile completes its delivery) was not interrupted: what the run does
+          // next (a sleep's wake-up, its next message) is its own schedule, not recovery.
+          if (finishedByVictimAfterStop(runId)) {
+            continue;
+          }
           long first =
               cluster.journal().stream()
                   .filter(j -> !j.replica().equals(victim.name()))
@@ -726,6 +790,16 @@ class EndToEndIT {
                 (Object) all);
       } while (!left.isEmpty() && System.currentTimeMillis() < end);
       unfinished = left.size();
+      if (!left.isEmpty()) {
+        tornByEngine =
+            cluster.db.column(
+                "SELECT DISTINCT s.run_id FROM workflow.workflow_steps s"
+                    + " WHERE s.run_id = ANY(?) AND s.status = 'completed'"
+                    + " AND NOT EXISTS (SELECT 1 FROM workflow.workflow_events e"
+                    + "   WHERE e.run_id = s.run_id AND e.correlation_id = s.step_id"
+                    + "   AND e.type = 'step_completed') ORDER BY 1",
+                (Object) left.toArray(String[]::new));
+      }
       List<List<String>> starts =
           cluster.db.rows(
               "SELECT correlation_id, count(*)::text FROM workflow.workflow_events"
@@ -824,6 +898,9 @@ class EndToEndIT {
               parkedWithNewJob.size(),
               unfinished)
           + (late.isEmpty() ? "" : "; late " + late)
+          + (tornByEngine.isEmpty()
+              ? ""
+              : "; torn by the engine (step completed without its event) " + tornByEngine)
           + (doubleReplays.isEmpty() ? "" : "; replayed twice at once " + doubleReplays)
           + (parkedWithNewJob.isEmpty() ? "" : "; parked given a job " + parkedWithNewJob);
     }
