@@ -187,6 +187,15 @@ class AdminApiTest extends ApiTestBase {
     assertEquals("table", small.get("sourceKind").asText());
   }
 
+  JsonNode namespace(String name) {
+    for (JsonNode ns : get("admin/namespaces").expect(200).body().get("items")) {
+      if (ns.get("name").asText().equals(name)) {
+        return ns;
+      }
+    }
+    return null;
+  }
+
   @Test
   void aRunsLedgerShowsEveryHandOutAndItsCurrentOwner() {
     bootPass();
@@ -255,6 +264,7 @@ class AdminApiTest extends ApiTestBase {
         api.send("PUT", "admin/namespaces/growing/recovery", TOKEN, "{\"bootRecovery\":false}")
             .expect(200);
     assertEquals(false, off.body().get("bootRecovery").asBoolean());
+    assertEquals(false, namespace(SourceTables.GROWING).get("bootRecovery").asBoolean());
     try {
       SourceTables.insertRuns(
           RollcallTestResource.database(), SourceTables.GROWING, 900_000_000, 3, 0);
@@ -273,6 +283,14 @@ class AdminApiTest extends ApiTestBase {
           .expect(200);
       Db.update("UPDATE " + SourceTables.table(SourceTables.GROWING) + " SET status = 'completed'");
     }
+    // Switched back on: the same row, updated (one row per namespace, stamped by the database).
+    assertEquals(true, namespace(SourceTables.GROWING).get("bootRecovery").asBoolean());
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.namespace_settings WHERE namespace = ?"
+                + " AND boot_recovery AND updated_at > now() - interval '1 minute'",
+            SourceTables.GROWING));
     api.send("PUT", "admin/namespaces/nope/recovery", TOKEN, "{\"bootRecovery\":true}").expect(404);
     api.send("PUT", "admin/namespaces/growing/recovery", TOKEN, "{}").expect(400);
   }
