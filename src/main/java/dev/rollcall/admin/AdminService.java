@@ -15,26 +15,38 @@ import dev.rollcall.admin.AdminViews.RunLedger;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.error.Problems.NotFound;
+import dev.rollcall.model.Batch;
+import dev.rollcall.model.BatchRepository;
+import dev.rollcall.model.EpochProgress;
+import dev.rollcall.model.EpochProgressRepository;
+import dev.rollcall.model.Instance;
+import dev.rollcall.model.InstanceRepository;
+import dev.rollcall.model.LedgerRow;
+import dev.rollcall.model.NamespaceSettingsRepository;
 import dev.rollcall.source.RunSources;
+import io.quarkus.hibernate.reactive.panache.Panache;
+import io.quarkus.hibernate.reactive.panache.common.WithSession;
+import io.quarkus.panache.common.Sort;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
-import io.vertx.mutiny.sqlclient.Row;
-import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.nio.charset.StandardCharsets;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
+import org.hibernate.reactive.mutiny.Mutiny;
 
 /**
- * Read models of the admin API. Lists are keyset-paginated in a stable order with an opaque cursor.
- * Everything is read from the database, so every service replica shows the same.
+ * Read models of the admin API, read with Hibernate Reactive from the control plane's entities
+ * ({@code dev.rollcall.model}). Lists are keyset-paginated in a stable order with an opaque cursor.
+ * Everything is read from the database, so every service replica shows the same. One session per
+ * call, its queries one after the other (a session runs one statement at a time).
  */
 @ApplicationScoped
 public class AdminService {
@@ -42,17 +54,30 @@ public class AdminService {
   /** The largest page a list returns. */
   static final int MAX_LIMIT = 500;
 
-  private final Pool pool;
+  private final InstanceRepository instances;
+  private final EpochProgressRepository epochs;
+  private final BatchRepository batches;
+  private final NamespaceSettingsRepository settings;
   private final RunSources sources;
   private final RollcallConfig config;
 
-  AdminService(Pool pool, RunSources sources, RollcallConfig config) {
-    this.pool = pool;
+  AdminService(
+      InstanceRepository instances,
+      EpochProgressRepository epochs,
+      BatchRepository batches,
+      NamespaceSettingsRepository settings,
+      RunSources sources,
+      RollcallConfig config) {
+    this.instances = instances;
+    this.epochs = epochs;
+    this.batches = batches;
+    this.settings = settings;
     this.sources = sources;
     this.config = config;
   }
 
   /** Every configured namespace with its instances and epochs. */
+  @WithSession
   public Uni<Page<NamespaceView>> namespaces() {
     return Multi.createFrom()
         .iterable(new TreeMap<>(config.namespaces()).keySet())
@@ -64,109 +89,84 @@ public class AdminService {
   }
 
   private Uni<NamespaceView> namespace(String ns) {
-    return pool.preparedQuery(
-            "SELECT"
-                + " (SELECT coalesce(boot_recovery, true) FROM rollcall.namespace_settings"
-                + "   WHERE namespace = $1) AS boot_recovery,"
-                + " (SELECT count(*) FROM rollcall.instances WHERE namespace = $1"
-                + "   AND rollcall.is_live(state, lease_expires_at)) AS live,"
-                + " (SELECT count(*) FROM rollcall.instances WHERE namespace = $1"
-                + "   AND (state = 'dead' OR (rollcall.is_expired(state, lease_expires_at))))"
-                + "   AS dead,"
-                + " (SELECT count(*) FROM rollcall.instances WHERE namespace = $1"
-                + "   AND state = 'left') AS left_,"
-                + " (SELECT count(*) FROM rollcall.epochs WHERE namespace = $1"
-                + "   AND state = 'open') AS open_epochs")
-        .execute(Tuple.of(ns))
+    Map<String, Long> counts = new TreeMap<>(Map.of("live", 0L, "dead", 0L, "left", 0L));
+    return settings
+        .findById(ns)
         .chain(
-            rows -> {
-              Row r = rows.iterator().next();
-              return pool.preparedQuery(
-                      "SELECT id, deployment_id, state, created_at, closed_at FROM rollcall.epochs"
-                          + " WHERE namespace = $1 AND kind = 'boot' ORDER BY id DESC LIMIT 1")
-                  .execute(Tuple.of(ns))
-                  .map(
-                      boot -> {
-                        BootEpochRef last =
-                            boot.size() == 0 ? null : bootRef(boot.iterator().next());
-                        Boolean on = r.getBoolean("boot_recovery");
-                        return new NamespaceView(
-                            ns,
-                            config
-                                .namespaces()
-                                .get(ns)
-                                .source()
-                                .kind()
-                                .name()
-                                .toLowerCase(Locale.ROOT)
-                                .replace('_', '-'),
-                            sources.get(ns).describe(),
-                            on == null || on,
-                            Map.of(
-                                "live", r.getLong("live"),
-                                "dead", r.getLong("dead"),
-                                "left", r.getLong("left_")),
-                            r.getLong("open_epochs"),
-                            last);
-                      });
-            });
+            switches ->
+                // The state as the database's clock has it (a live one whose lease ran out is
+                // dead): Instance.shownState.
+                select(
+                        "select i.shownState, count(*) from Instance i where i.namespace = :ns"
+                            + " group by i.shownState",
+                        Map.of("ns", ns))
+                    .invoke(rows -> rows.forEach(r -> counts.put((String) r[0], (Long) r[1])))
+                    .chain(() -> epochs.count("namespace = ?1 and state = 'open'", ns))
+                    .chain(
+                        open ->
+                            epochs
+                                .find("namespace = ?1 and kind = 'boot'", Sort.descending("id"), ns)
+                                .firstResult()
+                                .map(
+                                    boot ->
+                                        new NamespaceView(
+                                            ns,
+                                            config
+                                                .namespaces()
+                                                .get(ns)
+                                                .source()
+                                                .kind()
+                                                .name()
+                                                .toLowerCase(Locale.ROOT)
+                                                .replace('_', '-'),
+                                            sources.get(ns).describe(),
+                                            switches == null || switches.bootRecovery,
+                                            counts,
+                                            open,
+                                            boot == null ? null : bootRef(boot)))));
   }
 
-  private static BootEpochRef bootRef(Row r) {
-    return new BootEpochRef(
-        r.getLong("id"),
-        r.getString("deployment_id"),
-        r.getString("state"),
-        r.getOffsetDateTime("created_at"),
-        r.getOffsetDateTime("closed_at"));
+  private static BootEpochRef bootRef(EpochProgress e) {
+    return new BootEpochRef(e.id, e.deploymentId, e.state, e.createdAt, e.closedAt);
   }
 
   /** Instances, newest registration first; live and dead as the database's clock says. */
+  @WithSession
   public Uni<Page<InstanceView>> instances(
       String namespace, String state, Integer limit, String cursor) {
     int n = limit(limit);
     Object[] after = cursor == null ? null : instanceCursor(decode(cursor));
-    return pool.preparedQuery(
-            "SELECT i.*, CASE WHEN rollcall.is_expired(i.state, i.lease_expires_at) THEN 'dead'"
-                + " ELSE i.state END AS shown_state,"
-                + " (SELECT count(*) FROM rollcall.ownership o WHERE o.instance_id = i.id)"
-                + " AS in_flight,"
-                // Registered worker ids, then those learned from the queue.
-                + " i.worker_ids || ARRAY(SELECT w.worker_id FROM rollcall.queue_workers w"
-                + "   WHERE w.instance_id = i.id AND w.worker_id <> ALL(i.worker_ids)"
-                + "   ORDER BY w.learned_at, w.worker_id) AS known_worker_ids"
-                + " FROM rollcall.instances i"
-                + " WHERE ($1::text IS NULL OR i.namespace = $1)"
-                + " AND ($2::text IS NULL OR (CASE WHEN"
-                + "   rollcall.is_expired(i.state, i.lease_expires_at) THEN 'dead' ELSE i.state END) = $2)"
-                + " AND ($3::timestamptz IS NULL OR (i.registered_at, i.id) < ($3, $4::uuid))"
-                + " ORDER BY i.registered_at DESC, i.id DESC LIMIT $5")
-        .execute(
-            Tuple.from(
-                java.util.Arrays.asList(
-                    namespace,
-                    state,
-                    after == null ? null : after[0],
-                    after == null ? null : after[1],
-                    n + 1)))
+    Where where =
+        new Where()
+            .and(namespace, "namespace = :namespace", "namespace")
+            .and(state, "shownState = :state", "state");
+    if (after != null) {
+      where.and(
+          "(registeredAt < :at or (registeredAt = :at and id < :id))",
+          Map.of("at", after[0], "id", after[1]));
+    }
+    return instances
+        .find(where.query("Instance"), Sort.descending("registeredAt", "id"), where.params())
+        .range(0, n)
+        .list()
         .map(
             rows -> {
               List<InstanceView> items = new ArrayList<>();
-              for (Row r : rows) {
+              for (Instance i : rows) {
                 items.add(
                     new InstanceView(
-                        r.getUUID("id"),
-                        r.getString("namespace"),
-                        r.getString("deployment_id"),
-                        r.getString("name"),
-                        r.getString("shown_state"),
-                        r.getOffsetDateTime("registered_at"),
-                        r.getOffsetDateTime("last_heartbeat_at"),
-                        r.getOffsetDateTime("lease_expires_at"),
-                        r.getOffsetDateTime("ended_at"),
-                        r.getString("end_reason"),
-                        r.getLong("in_flight"),
-                        List.of(r.getArrayOfStrings("known_worker_ids"))));
+                        i.id,
+                        i.namespace,
+                        i.deploymentId,
+                        i.name,
+                        i.shownState,
+                        i.registeredAt,
+                        i.lastHeartbeatAt,
+                        i.leaseExpiresAt,
+                        i.endedAt,
+                        i.endReason,
+                        i.inFlight,
+                        List.of(i.knownWorkerIds)));
               }
               String next = null;
               if (items.size() > n) {
@@ -179,170 +179,184 @@ public class AdminService {
   }
 
   /** Epochs, newest first. */
+  @WithSession
   public Uni<Page<EpochView>> epochs(
       String namespace, String kind, String state, Integer limit, String cursor) {
     int n = limit(limit);
     Long after = cursor == null ? null : parseLong(decode(cursor));
-    return pool.preparedQuery(
-            "SELECT id FROM rollcall.epochs WHERE ($1::text IS NULL OR namespace = $1)"
-                + " AND ($2::text IS NULL OR kind = $2) AND ($3::text IS NULL OR state = $3)"
-                + " AND ($4::bigint IS NULL OR id < $4) ORDER BY id DESC LIMIT $5")
-        .execute(Tuple.from(java.util.Arrays.asList(namespace, kind, state, after, n + 1)))
+    Where where =
+        new Where()
+            .and(namespace, "namespace = :namespace", "namespace")
+            .and(kind, "kind = :kind", "kind")
+            .and(state, "state = :state", "state")
+            .and(after, "id < :after", "after");
+    return epochs
+        .find(where.query("EpochProgress"), Sort.descending("id"), where.params())
+        .range(0, n)
+        .list()
         .chain(
             rows -> {
-              List<Long> ids = new ArrayList<>();
-              rows.forEach(r -> ids.add(r.getLong("id")));
-              String next = ids.size() > n ? encode(String.valueOf(ids.get(n - 1))) : null;
-              List<Long> shown = ids.size() > n ? ids.subList(0, n) : ids;
-              return Multi.createFrom()
-                  .iterable(shown)
-                  .onItem()
-                  .transformToUniAndConcatenate(this::epoch)
-                  .collect()
-                  .asList()
+              String next = rows.size() > n ? encode(String.valueOf(rows.get(n - 1).id)) : null;
+              return views(rows.size() > n ? rows.subList(0, n) : rows)
                   .map(items -> new Page<>(items, next));
             });
   }
 
   /** One epoch with its progress. */
+  @WithSession
   public Uni<EpochView> epoch(long id) {
-    return pool.preparedQuery(
-            "SELECT e.*, (extract(epoch FROM coalesce(e.closed_at, now()) - e.created_at) * 1000)"
-                + "::bigint AS duration_ms,"
-                + " (SELECT count(DISTINCT run_id) FROM rollcall.ledger l WHERE l.epoch_id = e.id"
-                + "   AND l.batch_id IS NOT NULL) AS handed_out,"
-                + " (SELECT count(DISTINCT run_id) FROM rollcall.ledger l WHERE l.epoch_id = e.id"
-                + "   AND l.outcome = 'enqueued') AS enqueued,"
-                + " (SELECT count(*) FROM rollcall.ledger l WHERE l.epoch_id = e.id"
-                + "   AND l.outcome = 'failed') AS failed,"
-                // Deferrals and skips are counted per pass (the ledger keeps only a run's first).
-                + " (SELECT coalesce(sum(c.runs), 0) FROM rollcall.epoch_counts c"
-                + "   WHERE c.epoch_id = e.id AND c.outcome = 'deferred')::bigint AS deferred,"
-                + " (SELECT coalesce(sum(c.runs), 0) FROM rollcall.epoch_counts c"
-                + "   WHERE c.epoch_id = e.id AND c.outcome = 'skipped')::bigint AS skipped,"
-                + " (SELECT count(*) FROM rollcall.deferred d WHERE d.epoch_id = e.id)"
-                + "   AS pending_recheck,"
-                + " (SELECT count(DISTINCT (batch_id, fence)) FROM rollcall.ledger l"
-                + "   WHERE l.epoch_id = e.id AND l.outcome = 'lease-expired') AS expired"
-                + " FROM rollcall.epochs e WHERE e.id = $1")
-        .execute(Tuple.of(id))
+    return epochs
+        .findById(id)
         .chain(
-            rows -> {
-              if (rows.size() == 0) {
+            e -> {
+              if (e == null) {
                 throw new NotFound("epoch " + id);
               }
-              Row e = rows.iterator().next();
-              return Uni.combine()
-                  .all()
-                  .unis(
-                      counts(
-                          "SELECT reason AS k, count(DISTINCT run_id) AS n FROM rollcall.ledger"
-                              + " WHERE epoch_id = $1 AND batch_id IS NOT NULL GROUP BY reason",
-                          id),
-                      counts(
-                          "SELECT reason AS k, runs AS n FROM rollcall.epoch_counts"
-                              + " WHERE epoch_id = $1 AND outcome = 'skipped'",
-                          id),
-                      counts(
-                          "SELECT state AS k, count(*) AS n FROM rollcall.batches"
-                              + " WHERE epoch_id = $1 GROUP BY state",
-                          id),
-                      claimers(id))
-                  .asTuple()
-                  .map(
-                      t -> {
-                        Map<String, Long> batchStates = t.getItem3();
-                        long total = batchStates.values().stream().mapToLong(Long::longValue).sum();
-                        return new EpochView(
-                            id,
-                            e.getString("namespace"),
-                            e.getString("kind"),
-                            e.getString("state"),
-                            e.getString("close_reason"),
-                            e.getString("deployment_id"),
-                            e.getUUID("subject_instance_id"),
-                            e.getOffsetDateTime("created_at"),
-                            e.getOffsetDateTime("closed_at"),
-                            e.getLong("duration_ms"),
-                            e.getBoolean("scan_done"),
-                            e.getLong("runs_scanned"),
-                            new RunCounts(
-                                e.getLong("handed_out"),
-                                e.getLong("enqueued"),
-                                e.getLong("failed"),
-                                e.getLong("deferred"),
-                                e.getLong("skipped"),
-                                e.getLong("pending_recheck")),
-                            t.getItem1(),
-                            t.getItem2(),
-                            new BatchCounts(
-                                total,
-                                batchStates.getOrDefault("ready", 0L),
-                                batchStates.getOrDefault("leased", 0L),
-                                batchStates.getOrDefault("completed", 0L),
-                                batchStates.getOrDefault("abandoned", 0L),
-                                e.getLong("expired")),
-                            t.getItem4());
-                      });
+              return views(List.of(e)).map(views -> views.get(0));
             });
   }
 
-  private Uni<Map<String, Long>> counts(String sql, long epochId) {
-    return pool.preparedQuery(sql)
-        .execute(Tuple.of(epochId))
-        .map(
-            rows -> {
-              Map<String, Long> counts = new TreeMap<>();
-              rows.forEach(r -> counts.put(r.getString("k"), r.getLong("n")));
-              return counts;
-            });
+  /**
+   * The views of some epochs: their progress comes with the rows ({@code rollcall.epoch_progress});
+   * the breakdowns by reason, by batch state and by claimer take one grouped query each for all of
+   * them.
+   */
+  private Uni<List<EpochView>> views(List<EpochProgress> shown) {
+    if (shown.isEmpty()) {
+      return Uni.createFrom().item(List.of());
+    }
+    Map<String, Object> ids = Map.of("ids", shown.stream().map(e -> e.id).toList());
+    return select(
+            "select l.epochId, l.reason, count(distinct l.runId) from LedgerRow l"
+                + " where l.epochId in :ids and l.batchId is not null group by l.epochId, l.reason",
+            ids)
+        .chain(
+            handedOut ->
+                select(
+                        "select c.epochId, c.reason, c.runs from EpochCount c"
+                            + " where c.epochId in :ids and c.outcome = 'skipped'",
+                        ids)
+                    .chain(
+                        skipped ->
+                            select(
+                                    "select b.epochId, b.state, count(*) from Batch b"
+                                        + " where b.epochId in :ids group by b.epochId, b.state",
+                                    ids)
+                                .chain(
+                                    batchStates ->
+                                        select(
+                                                "select l.epochId, l.instanceId,"
+                                                    + " count(distinct l.batchId), count(*)"
+                                                    + " from LedgerRow l where l.epochId in :ids"
+                                                    + " and l.batchId is not null"
+                                                    + " group by l.epochId, l.instanceId"
+                                                    + " order by count(*) desc",
+                                                ids)
+                                            .map(
+                                                claimers ->
+                                                    shown.stream()
+                                                        .map(
+                                                            e ->
+                                                                view(
+                                                                    e,
+                                                                    byKey(e.id, handedOut),
+                                                                    byKey(e.id, skipped),
+                                                                    byKey(e.id, batchStates),
+                                                                    claimersOf(e.id, claimers)))
+                                                        .toList()))));
   }
 
-  private Uni<List<Claimer>> claimers(long epochId) {
-    return pool.preparedQuery(
-            "SELECT instance_id, count(DISTINCT batch_id) AS batches, count(*) AS runs"
-                + " FROM rollcall.ledger WHERE epoch_id = $1 AND batch_id IS NOT NULL"
-                + " GROUP BY instance_id ORDER BY count(*) DESC")
-        .execute(Tuple.of(epochId))
-        .map(
-            rows -> {
-              List<Claimer> list = new ArrayList<>();
-              rows.forEach(
-                  r ->
-                      list.add(
-                          new Claimer(
-                              r.getUUID("instance_id"), r.getLong("batches"), r.getLong("runs"))));
-              return list;
-            });
+  private static EpochView view(
+      EpochProgress e,
+      Map<String, Long> handedOutByReason,
+      Map<String, Long> skippedByReason,
+      Map<String, Long> batchStates,
+      List<Claimer> claimers) {
+    long total = batchStates.values().stream().mapToLong(Long::longValue).sum();
+    return new EpochView(
+        e.id,
+        e.namespace,
+        e.kind,
+        e.state,
+        e.closeReason,
+        e.deploymentId,
+        e.subjectInstanceId,
+        e.createdAt,
+        e.closedAt,
+        e.durationMs,
+        e.scanDone,
+        e.runsScanned,
+        new RunCounts(e.handedOut, e.enqueued, e.failed, e.deferred, e.skipped, e.pendingRecheck),
+        handedOutByReason,
+        skippedByReason,
+        new BatchCounts(
+            total,
+            batchStates.getOrDefault("ready", 0L),
+            batchStates.getOrDefault("leased", 0L),
+            batchStates.getOrDefault("completed", 0L),
+            batchStates.getOrDefault("abandoned", 0L),
+            e.expired),
+        claimers);
+  }
+
+  /** The counts by key of one epoch, from rows of (epoch id, key, count). */
+  private static Map<String, Long> byKey(long epochId, List<Object[]> rows) {
+    Map<String, Long> counts = new TreeMap<>();
+    for (Object[] r : rows) {
+      if ((Long) r[0] == epochId) {
+        counts.put((String) r[1], (Long) r[2]);
+      }
+    }
+    return counts;
+  }
+
+  private static List<Claimer> claimersOf(long epochId, List<Object[]> rows) {
+    List<Claimer> list = new ArrayList<>();
+    for (Object[] r : rows) {
+      if ((Long) r[0] == epochId) {
+        list.add(new Claimer((UUID) r[1], (Long) r[2], (Long) r[3]));
+      }
+    }
+    return list;
   }
 
   /** The batches of an epoch, in the order they were cut. */
+  @WithSession
   public Uni<Page<BatchView>> batches(long epochId, Integer limit, String cursor) {
     int n = limit(limit);
     Long after = cursor == null ? null : parseLong(decode(cursor));
-    return epoch(epochId)
+    Where where =
+        new Where().and(epochId, "epochId = :epoch", "epoch").and(after, "id > :after", "after");
+    return epochs
+        .count("id", epochId)
+        .invoke(
+            found -> {
+              if (found == 0) {
+                throw new NotFound("epoch " + epochId);
+              }
+            })
         .chain(
-            exists ->
-                pool.preparedQuery(
-                        "SELECT * FROM rollcall.batches WHERE epoch_id = $1"
-                            + " AND ($2::bigint IS NULL OR id > $2) ORDER BY id LIMIT $3")
-                    .execute(Tuple.from(java.util.Arrays.asList(epochId, after, n + 1))))
+            () ->
+                batches
+                    .find(where.query("Batch"), Sort.ascending("id"), where.params())
+                    .range(0, n)
+                    .list())
         .map(
             rows -> {
               List<BatchView> items = new ArrayList<>();
-              for (Row r : rows) {
+              for (Batch b : rows) {
                 items.add(
                     new BatchView(
-                        r.getLong("id"),
-                        r.getString("state"),
-                        r.getInteger("fence"),
-                        r.getInteger("attempts"),
-                        r.getUUID("claimer_id"),
-                        r.getOffsetDateTime("lease_expires_at"),
-                        r.getInteger("run_count"),
-                        r.getOffsetDateTime("created_at"),
-                        r.getOffsetDateTime("completed_at"),
-                        r.getLong("retry_of")));
+                        b.id,
+                        b.state,
+                        b.fence,
+                        b.attempts,
+                        b.claimerId,
+                        b.leaseExpiresAt,
+                        b.runCount,
+                        b.createdAt,
+                        b.completedAt,
+                        b.retryOf));
               }
               String next = null;
               if (items.size() > n) {
@@ -354,47 +368,86 @@ public class AdminService {
   }
 
   /** Everything the ledger knows about one run of a namespace, and its live owner. */
+  @WithSession
   public Uni<RunLedger> run(String namespace, String runId) {
     sources.get(namespace);
-    return pool.preparedQuery(
-            "SELECT l.*, e.kind FROM rollcall.ledger l LEFT JOIN rollcall.epochs e ON e.id = l.epoch_id"
-                + " WHERE l.namespace = $1 AND l.run_id = $2 ORDER BY l.id")
-        .execute(Tuple.of(namespace, runId))
+    Map<String, Object> run = Map.of("ns", namespace, "run", runId);
+    return select(
+            "select l, e.kind from LedgerRow l left join EpochProgress e on e.id = l.epochId"
+                + " where l.namespace = :ns and l.runId = :run order by l.id",
+            run)
         .chain(
             rows -> {
               List<LedgerEntry> entries = new ArrayList<>();
-              for (Row r : rows) {
+              for (Object[] r : rows) {
+                LedgerRow l = (LedgerRow) r[0];
                 entries.add(
                     new LedgerEntry(
-                        r.getLong("id"),
-                        r.getLong("epoch_id"),
-                        r.getString("kind"),
-                        r.getLong("batch_id"),
-                        r.getInteger("fence"),
-                        r.getUUID("instance_id"),
-                        r.getString("reason"),
-                        r.getString("outcome"),
-                        r.getString("detail"),
-                        r.getOffsetDateTime("recorded_at"),
-                        r.getOffsetDateTime("resolved_at")));
+                        l.id,
+                        l.epochId,
+                        (String) r[1],
+                        l.batchId,
+                        l.fence,
+                        l.instanceId,
+                        l.reason,
+                        l.outcome,
+                        l.detail,
+                        l.recordedAt,
+                        l.resolvedAt));
               }
-              return pool.preparedQuery(
-                      "SELECT o.instance_id, o.reported_at FROM rollcall.ownership o"
-                          + " JOIN rollcall.instances i ON i.id = o.instance_id"
-                          + " WHERE o.namespace = $1 AND o.run_id = $2 AND"
-                          + " rollcall.is_live(i.state, i.lease_expires_at) LIMIT 1")
-                  .execute(Tuple.of(namespace, runId))
+              return select(
+                      "select o.instanceId, o.reportedAt from OwnedRun o"
+                          + " join Instance i on i.id = o.instanceId"
+                          + " where o.namespace = :ns and o.runId = :run and i.live = true",
+                      run)
                   .map(
                       owners -> {
                         Owner owner =
-                            owners.size() == 0
+                            owners.isEmpty()
                                 ? null
                                 : new Owner(
-                                    owners.iterator().next().getUUID("instance_id"),
-                                    owners.iterator().next().getOffsetDateTime("reported_at"));
+                                    (UUID) owners.get(0)[0], (OffsetDateTime) owners.get(0)[1]);
                         return new RunLedger(runId, namespace, owner, entries);
                       });
             });
+  }
+
+  /** The rows of an HQL query in the current session. */
+  private static Uni<List<Object[]>> select(String hql, Map<String, Object> parameters) {
+    return Panache.getSession()
+        .chain(
+            session -> {
+              Mutiny.SelectionQuery<Object[]> query =
+                  session.createSelectionQuery(hql, Object[].class);
+              parameters.forEach(query::setParameter);
+              return query.getResultList();
+            });
+  }
+
+  /** The conditions of a list that are given, joined with {@code and}. */
+  private static final class Where {
+    private final List<String> conditions = new ArrayList<>();
+    private final Map<String, Object> params = new HashMap<>();
+
+    Where and(Object value, String condition, String name) {
+      return value == null ? this : and(condition, Map.of(name, value));
+    }
+
+    Where and(String condition, Map<String, Object> values) {
+      conditions.add(condition);
+      params.putAll(values);
+      return this;
+    }
+
+    String query(String entity) {
+      return "from "
+          + entity
+          + (conditions.isEmpty() ? "" : " where " + String.join(" and ", conditions));
+    }
+
+    Map<String, Object> params() {
+      return params;
+    }
   }
 
   private static int limit(Integer limit) {

@@ -2,9 +2,11 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.error.Problems.Conflict;
 import dev.rollcall.error.Problems.NotFound;
+import dev.rollcall.model.NamespaceSettingsRepository;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
+import io.quarkus.hibernate.reactive.panache.common.WithTransaction;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
@@ -29,12 +31,19 @@ public class OperatorActions {
   private final RunSources sources;
   private final Takeovers takeovers;
   private final Epochs epochs;
+  private final NamespaceSettingsRepository settings;
 
-  OperatorActions(Pool pool, RunSources sources, Takeovers takeovers, Epochs epochs) {
+  OperatorActions(
+      Pool pool,
+      RunSources sources,
+      Takeovers takeovers,
+      Epochs epochs,
+      NamespaceSettingsRepository settings) {
     this.pool = pool;
     this.sources = sources;
     this.takeovers = takeovers;
     this.epochs = epochs;
+    this.settings = settings;
   }
 
   /**
@@ -147,15 +156,16 @@ public class OperatorActions {
             });
   }
 
-  /** Switches boot recovery of a namespace; while off, boot claims answer {@code done}. */
+  /**
+   * Switches boot recovery of a namespace; while off, boot claims answer {@code done}. Written
+   * through the namespace's settings entity (the claims read the switch with their own SQL).
+   */
+  @WithTransaction
   public Uni<Boolean> setBootRecovery(String namespace, boolean on) {
     sources.get(namespace);
-    return pool.preparedQuery(
-            "INSERT INTO rollcall.namespace_settings (namespace, boot_recovery) VALUES ($1, $2)"
-                + " ON CONFLICT (namespace) DO UPDATE SET boot_recovery = $2, updated_at = now()"
-                + " RETURNING boot_recovery")
-        .execute(Tuple.of(namespace, on))
-        .map(rows -> rows.iterator().next().getBoolean("boot_recovery"))
+    return settings
+        .setBootRecovery(namespace, on)
+        .replaceWith(on)
         .invoke(
             v ->
                 LOG.infof(

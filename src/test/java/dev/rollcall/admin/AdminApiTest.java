@@ -14,6 +14,7 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -83,6 +84,65 @@ class AdminApiTest extends ApiTestBase {
     JsonNode page = get("admin/epochs/" + epoch + "/batches?limit=2").expect(200).body();
     assertEquals(2, page.get("items").size());
     assertNotNull(page.get("nextCursor").asText());
+    JsonNode first = page.get("items").get(0);
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.batches WHERE id = ? AND epoch_id = ? AND state = ?"
+                + " AND fence = ? AND attempts = ? AND claimer_id = ?::uuid AND run_count = ?"
+                + " AND created_at = ?::timestamptz AND completed_at = ?::timestamptz"
+                + " AND retry_of IS NULL",
+            first.get("id").asLong(),
+            epoch,
+            first.get("state").asText(),
+            first.get("fence").asInt(),
+            first.get("attempts").asInt(),
+            first.get("claimerId").asText(),
+            first.get("runCount").asInt(),
+            first.get("createdAt").asText(),
+            first.get("completedAt").asText()));
+  }
+
+  @Test
+  void anInstanceShowsItsRowAsTheDatabaseHasItAndItsStateByTheDatabasesClock() {
+    Instance live = api.register(SourceTables.SMALL, deploy, "mapped", List.of("w-2", "w-1"));
+    api.heartbeat(live, List.of(Db.activeRuns(SourceTables.SMALL).iterator().next())).expect(200);
+    Instance expired = api.register(SourceTables.SMALL, deploy, "expired");
+    TimeTravel.leaseExpired(expired);
+
+    JsonNode shown = instance(get("admin/instances?namespace=small").expect(200).body(), live);
+
+    assertEquals("live", shown.get("state").asText());
+    assertEquals(1, shown.get("inFlight").asLong());
+    assertEquals("[\"w-2\",\"w-1\"]", shown.get("workerIds").toString());
+    assertTrue(shown.get("endedAt").isNull());
+    // Every value read through the entity is the row's own, to the microsecond.
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.instances WHERE id = ?::uuid AND namespace = ?"
+                + " AND deployment_id = ? AND name = ? AND registered_at = ?::timestamptz"
+                + " AND last_heartbeat_at = ?::timestamptz AND lease_expires_at = ?::timestamptz",
+            shown.get("id").asText(),
+            shown.get("namespace").asText(),
+            shown.get("deploymentId").asText(),
+            shown.get("name").asText(),
+            shown.get("registeredAt").asText(),
+            shown.get("lastHeartbeatAt").asText(),
+            shown.get("leaseExpiresAt").asText()));
+    // Stored as live, its lease ran out: dead by the database's clock, before the reaper acts.
+    JsonNode dead = get("admin/instances?namespace=small&state=dead").expect(200).body();
+    assertEquals("dead", instance(dead, expired).get("state").asText());
+    assertNull(instance(dead, live));
+  }
+
+  static JsonNode instance(JsonNode page, Instance wanted) {
+    for (JsonNode i : page.get("items")) {
+      if (i.get("id").asText().equals(wanted.id().toString())) {
+        return i;
+      }
+    }
+    return null;
   }
 
   @Test
@@ -125,6 +185,15 @@ class AdminApiTest extends ApiTestBase {
     assertTrue(small.get("instances").get("live").asLong() >= 2);
     assertTrue(small.get("bootRecovery").asBoolean());
     assertEquals("table", small.get("sourceKind").asText());
+  }
+
+  JsonNode namespace(String name) {
+    for (JsonNode ns : get("admin/namespaces").expect(200).body().get("items")) {
+      if (ns.get("name").asText().equals(name)) {
+        return ns;
+      }
+    }
+    return null;
   }
 
   @Test
@@ -195,6 +264,7 @@ class AdminApiTest extends ApiTestBase {
         api.send("PUT", "admin/namespaces/growing/recovery", TOKEN, "{\"bootRecovery\":false}")
             .expect(200);
     assertEquals(false, off.body().get("bootRecovery").asBoolean());
+    assertEquals(false, namespace(SourceTables.GROWING).get("bootRecovery").asBoolean());
     try {
       SourceTables.insertRuns(
           RollcallTestResource.database(), SourceTables.GROWING, 900_000_000, 3, 0);
@@ -213,6 +283,14 @@ class AdminApiTest extends ApiTestBase {
           .expect(200);
       Db.update("UPDATE " + SourceTables.table(SourceTables.GROWING) + " SET status = 'completed'");
     }
+    // Switched back on: the same row, updated (one row per namespace, stamped by the database).
+    assertEquals(true, namespace(SourceTables.GROWING).get("bootRecovery").asBoolean());
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.namespace_settings WHERE namespace = ?"
+                + " AND boot_recovery AND updated_at > now() - interval '1 minute'",
+            SourceTables.GROWING));
     api.send("PUT", "admin/namespaces/nope/recovery", TOKEN, "{\"bootRecovery\":true}").expect(404);
     api.send("PUT", "admin/namespaces/growing/recovery", TOKEN, "{}").expect(400);
   }
