@@ -106,10 +106,13 @@ public final class AdminViews {
   /** Who runs a run right now. */
   public record Owner(UUID instanceId, OffsetDateTime since) {}
 
-  /** One ledger row. */
+  /**
+   * One ledger row. {@code epochId} and {@code epochKind} are null for a row recorded outside any
+   * epoch (a queue lock released as an orphan).
+   */
   public record LedgerEntry(
       long id,
-      long epochId,
+      Long epochId,
       String epochKind,
       Long batchId,
       Integer fence,

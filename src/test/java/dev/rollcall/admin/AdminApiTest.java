@@ -214,6 +214,25 @@ class AdminApiTest extends ApiTestBase {
   }
 
   @Test
+  void aRunsLedgerShowsARowRecordedOutsideAnyEpoch() {
+    String run = "wrun_orphaned_" + UUID.randomUUID();
+    // What the orphan release records: a lock released with no epoch.
+    Db.update(
+        "INSERT INTO rollcall.ledger (namespace, run_id, epoch_id, reason, outcome, detail)"
+            + " VALUES ('small', ?, NULL, 'orphaned-lock', 'lock-released', 'released job 1')",
+        run);
+
+    JsonNode ledger = get("admin/runs/" + run + "?namespace=small").expect(200).body();
+
+    JsonNode row = ledger.get("ledger").get(0);
+    assertEquals("lock-released", row.get("outcome").asText());
+    for (String field : List.of("epochId", "epochKind")) {
+      JsonNode v = row.path(field);
+      assertTrue(v.isNull() || v.isMissingNode(), field + " in " + row);
+    }
+  }
+
+  @Test
   void anOperatorStartsAManualPassThatInstancesServe() {
     Instance a = api.register(SourceTables.SMALL, deploy, "a");
     api.drain(a, 5000);
