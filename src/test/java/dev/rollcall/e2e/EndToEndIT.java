@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.rollcall.bench.Latencies;
+import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.testing.ServiceProcess;
 import dev.rollcall.testing.TcpBalancer;
 import dev.rollcall.testing.TestDatabase;
@@ -374,22 +375,26 @@ class EndToEndIT {
     /**
      * Waits until a kill of any live replica can be proven by its session (README "Liveness"): the
      * database started longer ago than the restart grace, and every live replica's session lock was
-     * reported held and seen held longer ago than the session grace (both the service's defaults,
-     * which this suite runs with). Within those graces a death is found by its lease instead, 7-10
-     * s after the kill, by design; the suite measures the steady state, and the README and
-     * BENCHMARKS.md give the lease path's figures.
+     * reported held and seen held longer ago than the session grace (the service's defaults, read
+     * from {@link RollcallConfig.Liveness}, which this suite runs with). Within those graces a
+     * death is found by its lease instead, 7-10 s after the kill, by design; the suite measures the
+     * steady state, and the README and BENCHMARKS.md give the lease path's figures.
      */
     void awaitSessionProofArmed() throws InterruptedException {
       long until = System.currentTimeMillis() + 60_000;
+      long sessionGraceMs = livenessDefaultMs("sessionGrace");
+      long restartGraceMs = livenessDefaultMs("restartGrace");
       String notArmed =
           "SELECT (SELECT count(*) FROM rollcall.instances WHERE namespace = ?"
               + " AND rollcall.is_live(state, lease_expires_at)"
               + " AND (session_lock IS DISTINCT FROM 'held'"
-              + "   OR session_since > now() - interval '5 seconds'"
-              + "   OR registered_at > now() - interval '5 seconds'))"
+              + "   OR session_since > now() - ? * interval '1 millisecond'"
+              + "   OR registered_at > now() - ? * interval '1 millisecond'))"
               + " + (SELECT count(*) FROM (SELECT 1) x"
-              + "   WHERE pg_postmaster_start_time() > now() - interval '30 seconds')";
-      while (!db.column(notArmed, NAMESPACE).get(0).equals("0")) {
+              + "   WHERE pg_postmaster_start_time() > now() - ? * interval '1 millisecond')";
+      while (!db.column(notArmed, NAMESPACE, sessionGraceMs, sessionGraceMs, restartGraceMs)
+          .get(0)
+          .equals("0")) {
         if (System.currentTimeMillis() > until) {
           throw new IllegalStateException(
               "the replicas' session locks were not armed within 60 s: "
@@ -400,6 +405,20 @@ class EndToEndIT {
                       NAMESPACE));
         }
         Thread.sleep(200);
+      }
+    }
+
+    /** The default of a liveness setting, in ms, as the service declares it. */
+    private static long livenessDefaultMs(String setting) {
+      try {
+        String value =
+            RollcallConfig.Liveness.class
+                .getMethod(setting)
+                .getAnnotation(io.smallrye.config.WithDefault.class)
+                .value();
+        return new io.quarkus.runtime.configuration.DurationConverter().convert(value).toMillis();
+      } catch (NoSuchMethodException e) {
+        throw new IllegalStateException("no liveness setting " + setting, e);
       }
     }
 
