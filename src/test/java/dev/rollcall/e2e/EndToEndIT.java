@@ -840,8 +840,10 @@ class EndToEndIT {
      * step's completion (the step row, then its {@code step_completed} event) and a sleep's
      * creation and completion (the {@code workflow_waits} row, then its {@code wait_created} /
      * {@code wait_completed} event) as two statements outside one transaction. A process killed
-     * between the two leaves a row its replays never see an event for; they loop on the conflict
-     * until the inline-ownership lease (e2e/FINDINGS.md, "Why it loops"). Not a recovery fault.
+     * between the two leaves a row its replays never see an event for: each replay tries to write
+     * the event again, the world refuses it as a conflict, and the runtime reschedules (a torn step
+     * until the inline-ownership lease runs out, a torn sleep every second for good;
+     * e2e/FINDINGS.md, "Why it loops"). Not a recovery fault.
      */
     private List<String> tornByEngine(List<String> left) {
       return cluster.db.column(
