@@ -29,7 +29,8 @@ import org.junit.jupiter.api.Test;
  * bench.replicas} (4) simulated instances that each recover its boot pass, heartbeat and claim; on
  * every deploy one old replica is killed (its lease runs out, a takeover follows) and the others
  * leave; once a week a rollout is aborted mid-recovery (its only instance dies holding its boot
- * pass, which must be closed as stranded). One simulated day is {@code bench.day-seconds} (12 s),
+ * pass, which must be closed as stranded). One simulated day is {@code bench.day-seconds} (24 s: a
+ * deploy's recovery and quiet window then leave most of the day to sweeps, about 40 a week),
  * retention keeps two days. Prints, per simulated week, table sizes, sweep pass time and claim
  * latency, and the most epochs ever seen open longer than the stranded grace. Run with {@code
  * bench/run soak}.
@@ -45,7 +46,7 @@ class SoakBenchmarkIT {
   final int runs = Integer.getInteger("bench.runs", 20_000);
   final int replicas = Integer.getInteger("bench.replicas", 4);
   final int weeks = Integer.getInteger("bench.weeks", 4);
-  final long dayMs = 1000L * Integer.getInteger("bench.day-seconds", 12);
+  final long dayMs = 1000L * Integer.getInteger("bench.day-seconds", 24);
   final long graceMs = 2 * dayMs / 3;
 
   final ConcurrentLinkedQueue<Long> claimMs = new ConcurrentLinkedQueue<>();
