@@ -26,6 +26,15 @@ public interface RollcallConfig {
   @WithDefault("3s")
   Duration heartbeatInterval();
 
+  /**
+   * How many heartbeat transactions one service replica runs at once. Heartbeats that arrive while
+   * that many run wait, and go together in the next one: under load the transactions grow instead
+   * of multiplying. {@code 1} coalesces the most; a value as large as the connection pool makes
+   * every heartbeat a transaction of its own.
+   */
+  @WithDefault("4")
+  int heartbeatFlushes();
+
   /** How long an instance stays live after its last heartbeat (or registration). */
   @WithDefault("10s")
   Duration leaseTtl();

@@ -54,6 +54,14 @@ public class RecoveryMetrics {
     timer("rollcall.heartbeat", "Heartbeat latency", namespace).record(took);
   }
 
+  /** One heartbeat transaction, and how many heartbeats it renewed together. */
+  public void heartbeatFlush(int beats) {
+    io.micrometer.core.instrument.DistributionSummary.builder("rollcall.heartbeat.flush.beats")
+        .description("Heartbeats renewed together in one transaction (rollcall.heartbeat-flushes)")
+        .register(registry)
+        .record(beats);
+  }
+
   /** A sweep claim cut short by the sweep's rate bound. */
   public void sweepRateLimited(String namespace) {
     Counter.builder("rollcall.sweep.rate.limited")

@@ -41,6 +41,11 @@ public class InstanceService {
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
   private final SessionLiveness sessions;
+  private final Coalescer<Beat, Heartbeat> beats;
+  private final TokenCache tokens = new TokenCache(TokenCache.DEFAULT_CAPACITY);
+
+  /** The most heartbeats one flush renews. */
+  static final int MAX_BEATS_PER_FLUSH = 1000;
 
   InstanceService(
       Pool pool,
@@ -55,6 +60,10 @@ public class InstanceService {
     this.sources = sources;
     this.config = config;
     this.metrics = metrics;
+    if (config.heartbeatFlushes() < 1) {
+      throw new IllegalArgumentException("rollcall.heartbeat-flushes must be at least 1");
+    }
+    this.beats = new Coalescer<>(config.heartbeatFlushes(), MAX_BEATS_PER_FLUSH, this::flush);
   }
 
   /** Registers a new instance after checking the namespace's registration secret. */
@@ -137,17 +146,27 @@ public class InstanceService {
     if (token == null || !token.startsWith(Tokens.PREFIX) || token.length() > 100) {
       return Uni.createFrom().failure(new Unauthorized("an instance token is required"));
     }
+    byte[] hash = Tokens.hash(token);
+    Caller known = tokens.get(hash);
+    if (known != null) {
+      return Uni.createFrom().item(known);
+    }
     return pool.preparedQuery(
             "SELECT id, namespace, deployment_id FROM rollcall.instances WHERE token_hash = $1")
-        .execute(Tuple.of(Buffer.buffer(Tokens.hash(token))))
+        .execute(Tuple.of(Buffer.buffer(hash)))
         .map(
             rows -> {
               if (rows.size() == 0) {
                 throw new Unauthorized("the instance token is not known");
               }
               Row row = rows.iterator().next();
-              return new Caller(
-                  row.getUUID("id"), row.getString("namespace"), row.getString("deployment_id"));
+              Caller caller =
+                  new Caller(
+                      row.getUUID("id"),
+                      row.getString("namespace"),
+                      row.getString("deployment_id"));
+              tokens.put(hash, caller);
+              return caller;
             });
   }
 
@@ -161,30 +180,31 @@ public class InstanceService {
   /**
    * True while an epoch this instance may serve has work a claim could take now: its scan is not
    * finished, a batch is ready or its lease expired, or runs wait for their re-check. Batches other
-   * live claimers hold do not count. ({@code $3} namespace, {@code $4} deployment.)
+   * live claimers hold do not count. (For instance row {@code i}.)
    */
   static final String RECOVERY_PENDING =
-      "EXISTS (SELECT 1 FROM rollcall.epochs e WHERE e.namespace = $3 AND e.state = 'open'"
-          + " AND rollcall.serves(e.kind, e.deployment_id, $4)"
+      "EXISTS (SELECT 1 FROM rollcall.epochs e WHERE e.namespace = i.namespace AND e.state = 'open'"
+          + " AND rollcall.serves(e.kind, e.deployment_id, i.deployment_id)"
           + " AND (NOT e.scan_done"
           + "   OR EXISTS (SELECT 1 FROM rollcall.batches b WHERE b.epoch_id = e.id"
           + "     AND rollcall.is_claimable(b.state, b.lease_expires_at))"
           + "   OR EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = e.id)))";
 
   /**
-   * Milliseconds until the lease of the first live peer of the namespace ({@code $3}) that holds
-   * something to take over (in-flight runs or leased batches) runs out, when that comes before the
-   * caller's ({@code $1}) next heartbeat ({@code $5} ms); negative when it ran out less than {@code
-   * $6} ms ago and the reaper has not declared it dead yet. NULL otherwise: no peer is about to
+   * Milliseconds until the lease of the first live peer of instance row {@code i}'s namespace that
+   * holds something to take over (in-flight runs or leased batches) runs out, when that comes
+   * before {@code i}'s next heartbeat ({@code $6} ms); negative when it ran out less than {@code
+   * $7} ms ago and the reaper has not declared it dead yet. NULL otherwise: no peer is about to
    * die, or the reaper is behind (then the usual heartbeats carry the news, and a stalled reaper
    * never makes every instance beat faster). Healthy peers renew a full lease TTL ahead, so in a
    * steady namespace the range holds no row; the partial index on live leases reads nothing.
    */
   static final String PEER_EXPIRES_IN_MS =
       "(SELECT (extract(epoch FROM min(p.lease_expires_at) - now()) * 1000)::bigint"
-          + " FROM rollcall.instances p WHERE p.state = 'live' AND p.namespace = $3 AND p.id <> $1"
-          + " AND p.lease_expires_at < now() + $5::bigint * interval '1 millisecond'"
-          + " AND p.lease_expires_at > now() - $6::bigint * interval '1 millisecond'"
+          + " FROM rollcall.instances p WHERE p.state = 'live' AND p.namespace = i.namespace"
+          + " AND p.id <> i.id"
+          + " AND p.lease_expires_at < now() + $6::bigint * interval '1 millisecond'"
+          + " AND p.lease_expires_at > now() - $7::bigint * interval '1 millisecond'"
           + " AND (EXISTS (SELECT 1 FROM rollcall.ownership o WHERE o.instance_id = p.id)"
           + "   OR EXISTS (SELECT 1 FROM rollcall.batches b WHERE b.claimer_id = p.id"
           + "     AND b.state IN ('scanning', 'leased'))))";
@@ -208,10 +228,26 @@ public class InstanceService {
   public record Heartbeat(
       OffsetDateTime leaseExpiresAt, boolean recoveryPending, Optional<Long> recheckAfterMs) {}
 
+  /** Heartbeats of this replica waiting for a flush now. */
+  int heartbeatsWaiting() {
+    return beats.waiting();
+  }
+
+  /** One heartbeat waiting for its flush. */
+  record Beat(
+      Caller caller,
+      Optional<List<InFlight>> inFlight,
+      Optional<SessionLiveness.SessionReport> session,
+      List<String> workerIds) {}
+
   /**
-   * Renews the lease of a live instance and, when given, replaces its in-flight set, in one
-   * transaction. The renewal also tells whether recovery work is open for the instance, so the hot
-   * heartbeat path stays two statements at most.
+   * Renews the lease of a live instance and, when given, records its session-lock report, adds the
+   * queue workers it names and replaces its in-flight set, all in one transaction. The renewal also
+   * tells whether recovery work is open for the instance and when a peer's takeover is due.
+   *
+   * <p>Heartbeats that arrive while {@code rollcall.heartbeat.max-flushes} flushes run go together
+   * in the next flush ({@link Coalescer}): one transaction and one renewal statement for all of
+   * them, each lease still set by the database's {@code now()} in that statement.
    */
   public Uni<Heartbeat> heartbeat(
       Caller caller,
@@ -219,7 +255,8 @@ public class InstanceService {
       Optional<SessionLiveness.SessionReport> session,
       List<String> workerIds) {
     long started = System.nanoTime();
-    return renew(caller, inFlight, session, workerIds)
+    return beats
+        .submit(new Beat(caller, inFlight, session, workerIds))
         .invoke(
             beat ->
                 metrics.heartbeat(
@@ -271,69 +308,108 @@ public class InstanceService {
         .orElse(Uni.createFrom().voidItem());
   }
 
-  private Uni<Heartbeat> renew(
-      Caller caller,
-      Optional<List<InFlight>> inFlight,
-      Optional<SessionLiveness.SessionReport> session,
-      List<String> workerIds) {
-    return pool.withTransaction(
-        conn ->
-            conn.preparedQuery(
-                    "UPDATE rollcall.instances SET last_heartbeat_at = now(),"
-                        + " lease_expires_at = now() + $2::bigint * interval '1 millisecond',"
-                        // Queue workers found since registration join those it has (a process
-                        // names each worker once it sees it): never replaced, never more than $8.
-                        + " worker_ids = CASE WHEN cardinality($7::text[]) = 0 THEN worker_ids"
-                        + "   ELSE worker_ids || ARRAY(SELECT n.w FROM (SELECT DISTINCT w"
-                        + "   FROM unnest($7::text[]) AS u(w) WHERE w <> ALL(worker_ids)) n"
-                        + "   ORDER BY n.w LIMIT greatest(0, $8 - cardinality(worker_ids))) END"
-                        + " WHERE id = $1 AND rollcall.is_live(state, lease_expires_at)"
-                        + " RETURNING lease_expires_at, cardinality(worker_ids) AS workers, "
-                        + RECOVERY_PENDING
-                        + " AS recovery_pending, "
-                        + PEER_EXPIRES_IN_MS
-                        + " AS peer_expires_in_ms")
-                .execute(
-                    Tuple.tuple(
-                        List.of(
-                            caller.instanceId(),
-                            config.leaseTtl().toMillis(),
-                            caller.namespace(),
-                            caller.deploymentId(),
-                            config.heartbeatInterval().toMillis(),
-                            2 * reaperInterval().toMillis(),
-                            workerIds.toArray(String[]::new),
-                            MAX_WORKER_IDS)))
-                .chain(
-                    rows -> {
-                      if (rows.size() == 0) {
-                        throw new InstanceGone(caller.instanceId());
-                      }
-                      Row row = rows.iterator().next();
-                      if (!workerIds.isEmpty() && row.getInteger("workers") >= MAX_WORKER_IDS) {
-                        LOG.warnf(
-                            "instance %s names %d queue workers or more; those beyond are not"
-                                + " kept, and their locks wait for the orphan release",
-                            caller.instanceId(), MAX_WORKER_IDS);
-                      }
-                      Long peerExpiresInMs = row.getLong("peer_expires_in_ms");
-                      Heartbeat beat =
-                          new Heartbeat(
-                              row.getOffsetDateTime("lease_expires_at"),
-                              row.getBoolean("recovery_pending"),
-                              Optional.ofNullable(peerExpiresInMs).map(this::recheckAfterMs));
-                      Uni<Void> reported =
-                          session
-                              .map(r -> sessions.record(conn, caller.instanceId(), r))
-                              .orElse(Uni.createFrom().voidItem());
-                      return reported.chain(
-                          () ->
-                              inFlight.isEmpty()
-                                  ? Uni.createFrom().item(beat)
-                                  : ownership
-                                      .replace(conn, caller, inFlight.get())
-                                      .replaceWith(beat));
-                    }));
+  /**
+   * One flush of heartbeats: a transaction that renews every live instance among them in one
+   * statement, then records the session reports and in-flight sets of those it renewed. A beat of
+   * an instance that is not live any more fails alone ({@link InstanceGone}). A deadlock (two
+   * service replicas renewing the same instances in another order, which only a client retrying on
+   * another replica causes) is retried.
+   */
+  private Uni<List<Coalescer.Outcome<Heartbeat>>> flush(List<Beat> flushed) {
+    metrics.heartbeatFlush(flushed.size());
+    return pool.withTransaction(conn -> renew(conn, flushed))
+        .onFailure(InstanceService::deadlocked)
+        .retry()
+        .atMost(2);
+  }
+
+  private static boolean deadlocked(Throwable failure) {
+    return failure instanceof io.vertx.pgclient.PgException pg && "40P01".equals(pg.getSqlState());
+  }
+
+  private Uni<List<Coalescer.Outcome<Heartbeat>>> renew(SqlClient conn, List<Beat> flushed) {
+    UUID[] ids = flushed.stream().map(b -> b.caller().instanceId()).toArray(UUID[]::new);
+    List<UUID> owners = new java.util.ArrayList<>();
+    List<String> workers = new java.util.ArrayList<>();
+    for (Beat b : flushed) {
+      for (String w : b.workerIds()) {
+        owners.add(b.caller().instanceId());
+        workers.add(w);
+      }
+    }
+    // Rows are locked in the order of the join, one flush at a time per row: beats of one
+    // instance never meet in two flushes of this replica unless its client sent them at once.
+    return conn.preparedQuery(
+            "UPDATE rollcall.instances i SET last_heartbeat_at = now(),"
+                + " lease_expires_at = now() + $2::bigint * interval '1 millisecond',"
+                // Queue workers found since registration join those it has (a process names each
+                // worker once it sees it): never replaced, never more than $5.
+                + " worker_ids = i.worker_ids || ARRAY(SELECT n.w FROM (SELECT DISTINCT u.w"
+                + "   FROM unnest($3::uuid[], $4::text[]) AS u(owner, w)"
+                + "   WHERE u.owner = i.id AND u.w <> ALL(i.worker_ids)) n"
+                + "   ORDER BY n.w LIMIT greatest(0, $5 - cardinality(i.worker_ids)))"
+                + " FROM (SELECT DISTINCT b.id FROM unnest($1::uuid[]) AS b(id)) b"
+                + " WHERE i.id = b.id AND rollcall.is_live(i.state, i.lease_expires_at)"
+                + " RETURNING i.id, i.lease_expires_at, cardinality(i.worker_ids) AS workers, "
+                + RECOVERY_PENDING
+                + " AS recovery_pending, "
+                + PEER_EXPIRES_IN_MS
+                + " AS peer_expires_in_ms")
+        .execute(
+            Tuple.tuple(
+                List.of(
+                    ids,
+                    config.leaseTtl().toMillis(),
+                    owners.toArray(UUID[]::new),
+                    workers.toArray(String[]::new),
+                    MAX_WORKER_IDS,
+                    config.heartbeatInterval().toMillis(),
+                    2 * reaperInterval().toMillis())))
+        .chain(
+            rows -> {
+              java.util.Map<UUID, Heartbeat> renewed = new java.util.HashMap<>();
+              for (Row row : rows) {
+                UUID id = row.getUUID("id");
+                if (row.getInteger("workers") >= MAX_WORKER_IDS && !owners.isEmpty()) {
+                  LOG.warnf(
+                      "instance %s names %d queue workers or more; those beyond are not"
+                          + " kept, and their locks wait for the orphan release",
+                      id, MAX_WORKER_IDS);
+                }
+                Long peerExpiresInMs = row.getLong("peer_expires_in_ms");
+                renewed.put(
+                    id,
+                    new Heartbeat(
+                        row.getOffsetDateTime("lease_expires_at"),
+                        row.getBoolean("recovery_pending"),
+                        Optional.ofNullable(peerExpiresInMs).map(this::recheckAfterMs)));
+              }
+              List<Coalescer.Outcome<Heartbeat>> outcomes = new java.util.ArrayList<>();
+              Uni<Void> reports = Uni.createFrom().voidItem();
+              for (Beat b : flushed) {
+                Heartbeat beat = renewed.get(b.caller().instanceId());
+                if (beat == null) {
+                  outcomes.add(Coalescer.Outcome.failed(new InstanceGone(b.caller().instanceId())));
+                  continue;
+                }
+                outcomes.add(Coalescer.Outcome.of(beat));
+                // In the renewal's transaction: a takeover (which locks the row FOR UPDATE)
+                // comes after these, and releases what they wrote.
+                reports =
+                    reports
+                        .chain(
+                            () ->
+                                b.session()
+                                    .map(r -> sessions.record(conn, b.caller().instanceId(), r))
+                                    .orElse(Uni.createFrom().voidItem()))
+                        .chain(
+                            () ->
+                                b.inFlight()
+                                    .map(set -> ownership.replace(conn, b.caller(), set))
+                                    .orElse(Uni.createFrom().voidItem()));
+              }
+              return reports.replaceWith(outcomes);
+            });
   }
 
   /**

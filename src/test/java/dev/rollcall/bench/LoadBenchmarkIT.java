@@ -130,6 +130,8 @@ class LoadBenchmarkIT {
     registrars.shutdown();
     long registerMs = (System.nanoTime() - registering) / 1_000_000;
     window[0] = System.nanoTime();
+    Map<String, Double> metricsAtStart = serviceMetrics(service);
+    long[] cpuAtStart = {service.cpuMillis(), postgresCpuMillis(), driverCpuMillis()};
     window[1] = window[0] + TimeUnit.SECONDS.toNanos(seconds);
     long[] deadline = {window[1]};
     ScheduledExecutorService sampler = Executors.newSingleThreadScheduledExecutor();
@@ -184,6 +186,14 @@ class LoadBenchmarkIT {
     // Let the last beats of the window come back.
     Thread.sleep(Math.max(0, (window[1] - System.nanoTime()) / 1_000_000) + 5000);
     sampler.shutdownNow();
+    Map<String, Double> metrics = serviceMetrics(service);
+    metricsAtStart.forEach((k, v) -> metrics.merge(k, -v, Double::sum));
+    double elapsed = (System.nanoTime() - window[0]) / 1e9;
+    double flushes = metrics.getOrDefault("rollcall_heartbeat_flush_beats_count", 0.0);
+    double flushed = metrics.getOrDefault("rollcall_heartbeat_flush_beats_sum", 0.0);
+    String beatUri = "{uri=\"/instances/{id}/heartbeat\"}";
+    double served = metrics.getOrDefault("http_server_requests_seconds_count" + beatUri, 0.0);
+    double servedSeconds = metrics.getOrDefault("http_server_requests_seconds_sum" + beatUri, 0.0);
     long rss = Math.max(peakRss.get(), service.residentMiB());
     beats.shutdownNow();
     System.out.printf(
@@ -193,6 +203,9 @@ class LoadBenchmarkIT {
             + "  claims      %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%d runs handed out)%n"
             + "  registering %d instances took %d ms%n"
             + "  errors      %s%n"
+            + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
+            + " %.0f heartbeat transactions, %.1f heartbeats each%n"
+            + "  CPU         service %.2f, PostgreSQL %.2f, this driver %.2f cores over %.0f s%n"
             + "  service RSS %d MiB at most%n"
             + "  load average %s%n%n",
         instanceCount,
@@ -212,8 +225,55 @@ class LoadBenchmarkIT {
         instanceCount,
         registerMs,
         errorsByKind.isEmpty() ? "none" : errorsByKind.toString(),
+        served < 0.5 ? 0.0 : 1000 * servedSeconds / served,
+        flushes,
+        flushes < 0.5 ? 0.0 : flushed / flushes,
+        (service.cpuMillis() - cpuAtStart[0]) / 1000.0 / elapsed,
+        (postgresCpuMillis() - cpuAtStart[1]) / 1000.0 / elapsed,
+        (driverCpuMillis() - cpuAtStart[2]) / 1000.0 / elapsed,
+        elapsed,
         rss,
         loadAverage());
+  }
+
+  private static Map<String, Double> serviceMetrics(ServiceProcess service) {
+    Map<String, Double> m = new java.util.TreeMap<>();
+    m.putAll(service.metrics("http_server_requests_seconds_", List.of("uri")));
+    m.putAll(service.metrics("rollcall_heartbeat_flush_beats_", List.of()));
+    return m;
+  }
+
+  /** CPU time of this JVM (the driver), in ms. */
+  private static long driverCpuMillis() {
+    return ((com.sun.management.OperatingSystemMXBean)
+                java.lang.management.ManagementFactory.getOperatingSystemMXBean())
+            .getProcessCpuTime()
+        / 1_000_000;
+  }
+
+  /** CPU time of the PostgreSQL processes this JVM started (the embedded server), in ms. */
+  private static long postgresCpuMillis() {
+    return ProcessHandle.current()
+        .descendants()
+        .filter(p -> p.info().command().map(c -> c.endsWith("/postgres")).orElse(false))
+        .mapToLong(
+            p -> {
+              try {
+                String stat =
+                    java.nio.file.Files.readString(
+                        java.nio.file.Path.of("/proc", "" + p.pid(), "stat"));
+                String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                // utime, stime, and those of waited-for children (backends that exited).
+                return (Long.parseLong(f[11])
+                        + Long.parseLong(f[12])
+                        + Long.parseLong(f[13])
+                        + Long.parseLong(f[14]))
+                    * 10;
+              } catch (java.io.IOException | RuntimeException e) {
+                return 0;
+              }
+            })
+        .sum();
   }
 
   private static String loadAverage() {

@@ -1,0 +1,147 @@
+package dev.rollcall.registry;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.distribution.HistogramSnapshot;
+import jakarta.inject.Inject;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Heartbeats that arrive while every heartbeat transaction of the replica runs are renewed
+ * together, in one transaction, and each still gets its own answer.
+ */
+@ServiceTest
+class CoalescedHeartbeatsTest extends ApiTestBase {
+
+  @Inject InstanceService instances;
+  @Inject MeterRegistry registry;
+
+  private HistogramSnapshot flushes() {
+    var summary = registry.find("rollcall.heartbeat.flush.beats").summary();
+    return summary == null ? HistogramSnapshot.empty(0, 0, 0) : summary.takeSnapshot();
+  }
+
+  @Test
+  void beatsWaitingForAFlushAreRenewedTogetherEachWithItsOwnAnswer() throws Exception {
+    ExecutorService senders = Executors.newFixedThreadPool(40);
+    try {
+      // rollcall.heartbeat-flushes is 4: four beats whose rows a test transaction holds keep every
+      // flush busy.
+      List<Instance> holders = new ArrayList<>();
+      for (int k = 0; k < 4; k++) {
+        holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
+      }
+      // Waiting behind them: plain beats, a beat of an instance whose lease ran out, one of an
+      // instance whose deploy has recovery work open, and one reporting an in-flight run.
+      List<Instance> plain = new ArrayList<>();
+      for (int k = 0; k < 26; k++) {
+        plain.add(api.register(SourceTables.SMALL, "quiet-deploy", "plain-" + k));
+      }
+      Instance expired = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "expired");
+      Instance busy = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "busy");
+      api.claimBatch(busy, 5);
+      Instance owner = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "owner");
+      String run = Db.activeRuns(SourceTables.SMALL).iterator().next();
+      // Each token is known to the replica already (a real fleet's are): the beats below go
+      // straight to the flush.
+      api.heartbeat(expired).expect(200);
+      api.heartbeat(owner).expect(200);
+      TimeTravel.leaseExpired(expired);
+      long flushesBefore = flushes().count();
+
+      List<CompletableFuture<Api.Reply>> held = new ArrayList<>();
+      List<CompletableFuture<Api.Reply>> plainBeats = new ArrayList<>();
+      CompletableFuture<Api.Reply> expiredBeat;
+      CompletableFuture<Api.Reply> busyBeat;
+      CompletableFuture<Api.Reply> ownerBeat;
+      try (Connection lock = Db.database().connect()) {
+        lock.setAutoCommit(false);
+        try (PreparedStatement st =
+            lock.prepareStatement(
+                "SELECT 1 FROM rollcall.instances WHERE id = ANY(?) FOR UPDATE")) {
+          st.setArray(
+              1,
+              lock.createArrayOf("uuid", holders.stream().map(Instance::id).toArray(UUID[]::new)));
+          st.executeQuery().close();
+        }
+        for (Instance h : holders) {
+          held.add(CompletableFuture.supplyAsync(() -> api.heartbeat(h), senders));
+        }
+        Poll.until(
+            "the four flushes wait for the held rows",
+            Duration.ofSeconds(10),
+            () ->
+                Db.number(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                            + " AND query LIKE 'UPDATE rollcall.instances i SET last_heartbeat_at%'")
+                    == 4);
+        for (Instance p : plain) {
+          plainBeats.add(CompletableFuture.supplyAsync(() -> api.heartbeat(p), senders));
+        }
+        expiredBeat = CompletableFuture.supplyAsync(() -> api.heartbeat(expired), senders);
+        busyBeat = CompletableFuture.supplyAsync(() -> api.heartbeat(busy), senders);
+        ownerBeat =
+            CompletableFuture.supplyAsync(() -> api.heartbeat(owner, List.of(run)), senders);
+        Poll.until(
+            "29 beats wait for a flush",
+            Duration.ofSeconds(10),
+            () -> instances.heartbeatsWaiting() == 29);
+        lock.rollback();
+      }
+
+      for (CompletableFuture<Api.Reply> h : held) {
+        h.get(10, TimeUnit.SECONDS).expect(200);
+      }
+      for (CompletableFuture<Api.Reply> p : plainBeats) {
+        assertFalse(
+            p.get(10, TimeUnit.SECONDS).expect(200).body().get("recoveryPending").asBoolean());
+      }
+      expiredBeat.get(10, TimeUnit.SECONDS).expect(410);
+      assertTrue(
+          busyBeat.get(10, TimeUnit.SECONDS).expect(200).body().get("recoveryPending").asBoolean());
+      ownerBeat.get(10, TimeUnit.SECONDS).expect(200);
+      assertEquals(
+          List.of(run),
+          Db.column("SELECT run_id FROM rollcall.ownership WHERE instance_id = ?", owner.id()));
+      assertEquals(
+          26,
+          Db.number(
+              "SELECT count(*) FROM rollcall.instances WHERE deployment_id = 'quiet-deploy'"
+                  + " AND lease_expires_at > now() + interval '9 seconds'"));
+      assertEquals(
+          0,
+          Db.number(
+              "SELECT count(*) FROM rollcall.instances WHERE id = ?"
+                  + " AND lease_expires_at > now()",
+              expired.id()),
+          "an expired lease is not renewed");
+
+      HistogramSnapshot after = flushes();
+      assertEquals(5, after.count() - flushesBefore, "four held flushes, then one for the 29");
+      assertEquals(29, after.max(), "the 29 waiting beats went together");
+    } finally {
+      senders.shutdownNow();
+    }
+  }
+}
