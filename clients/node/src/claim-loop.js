@@ -1,5 +1,5 @@
 // Claiming: held claims until the deploy's pass is done, then one idle claim; each batch enqueued
-// and completed (with retries that stop() cuts short).
+// and completed (with retries that stop() cuts short) while the next claim is already on its way.
 import { performance } from 'node:perf_hooks';
 import { RollcallError } from './errors.js';
 import { retryDelay } from './retry.js';
@@ -59,24 +59,38 @@ export class ClaimLoop {
   async #untilDone(session, why) {
     const { o, api, log, life, counters, emit, settle } = this.#ctx;
     log.debug('claiming', { why, instanceId: session.instanceId });
+    // A claim sent, without being held, while the batch before it was enqueued and completed: the
+    // service classifies the next page while this process enqueues the last one. At most one such
+    // claim at a time, so an instance holds at most two batches. If the loop ends first (stop, a
+    // fenced session), a batch it got is released by the leave, or by the takeover.
+    let ahead = null;
     for (let failures = 0; !life.stopping && session.live; ) {
       let answer;
       let asked;
+      const early = ahead !== null;
       try {
         // Pushed, not polled: the service holds the claim until work appears or the pass is done.
         // Once this deploy's pass is done, the loop stays on as an idle claim, so a peer's leave or
         // death reaches this instance at once rather than at its next heartbeat.
         asked = now();
-        answer = await api.claim(session.token, o.maxRuns, {
-          waitMs: CLAIM_WAIT_MS,
-          idle: this.#idle,
-          signal: this.#ctx.signal,
-        });
+        if (early) {
+          const sent = ahead;
+          ahead = null;
+          answer = await sent;
+        } else {
+          answer = await api.claim(session.token, o.maxRuns, {
+            waitMs: CLAIM_WAIT_MS,
+            idle: this.#idle,
+            signal: this.#ctx.signal,
+          });
+        }
         counters.claims++;
         failures = 0;
       } catch (error) {
         if (life.stopping) return;
         if (session.fencedBy(error)) return;
+        // The claim sent ahead failed: ask again the usual way.
+        if (early) continue;
         if (!(error instanceof RollcallError) || !error.retryable) {
           log.error('claim refused; claiming stops until the service reports recovery pending', { error });
           return;
@@ -88,7 +102,13 @@ export class ClaimLoop {
         continue;
       }
       if (answer.status === 'batch') {
+        ahead = api.claim(session.token, o.maxRuns, { waitMs: 0, idle: false, signal: this.#ctx.signal });
+        // Awaited on the next turn; until then a failure is not an unhandled rejection.
+        ahead.catch(() => {});
         await this.#runBatch(session, answer.batch);
+      } else if (early && !(answer.status === 'done' && !this.#idle)) {
+        // The claim sent ahead was not held: nothing more yet, ask again the way that waits.
+        continue;
       } else if (answer.status === 'wait') {
         // The service held this claim for up to CLAIM_WAIT_MS: ask again at once. One that did
         // not hold it (answered at once) is asked again after its hint.

@@ -195,20 +195,25 @@ test("fallback 'skip': nothing runs at the deadline; it joins once the service i
 });
 
 test('claims until done: enqueues each batch, reports failed runs with the fence, honours wait', async () => {
+  // Claims 2 and 5 are sent ahead, while a batch is enqueued; 3 is held and answers wait.
   const fake = await fakeRollcall({
     claim: (req, n) =>
       n === 1 ? batch(7, ['r1', 'r2', 'r3'], 2)
-      : n === 2 ? { status: 200, body: { status: 'wait', retryAfterMs: 300 } }
-      : n === 3 ? batch(8, ['r4'])
+      : n === 2 ? { status: 200, body: { status: 'wait', retryAfterMs: 900 } }
+      : n === 3 ? { status: 200, body: { status: 'wait', retryAfterMs: 300 } }
+      : n === 4 ? batch(8, ['r4'])
       : { status: 200, body: { status: 'done', epochId: 1 } },
   });
   const seen = [];
+  let firstEnqueued;
   const client = startRecovery(
     base(fake.url, {
       maxRuns: 50,
       enqueue: async (runs) => {
         seen.push(runs.map((r) => r.runId));
         if (runs.length === 1) throw new Error('queue down');
+        await sleep(100);
+        firstEnqueued = Date.now();
         return { failedRunIds: ['r2', 'not-in-batch'] };
       },
     }),
@@ -218,14 +223,18 @@ test('claims until done: enqueues each batch, reports failed runs with the fence
   assert.deepEqual(seen, [['r1', 'r2', 'r3'], ['r4']]);
   const claims = fake.of('claim');
   assert.deepEqual(claims[0].body, { maxRuns: 50, waitMs: 20_000 });
-  assert.ok(claims[2].at - claims[1].at >= 280, 'slept retryAfterMs');
+  assert.deepEqual(claims[1].body, { maxRuns: 50 }, 'the claim sent ahead is not held');
+  assert.ok(claims[1].at < firstEnqueued, 'sent while the batch before it was enqueued');
+  assert.ok(claims[2].at - claims[1].at < 600, "a wait answering the claim sent ahead is not slept: the next claim is held");
+  assert.deepEqual(claims[2].body, { maxRuns: 50, waitMs: 20_000 });
+  assert.ok(claims[3].at - claims[2].at >= 280, 'slept retryAfterMs');
   const completes = fake.of('complete');
   assert.equal(completes[0].url, '/recovery/batches/7/complete');
   assert.deepEqual(completes[0].body, { fence: 2, failedRunIds: ['r2'] });
   assert.deepEqual(completes[1].body, { fence: 1, failedRunIds: ['r4'] }, 'a throwing enqueue fails the whole batch');
   assert.deepEqual(
     { batches: client.stats.batches, runsEnqueued: client.stats.runsEnqueued, runFailures: client.stats.runFailures, waits: client.stats.waits, claims: client.stats.claims },
-    { batches: 2, runsEnqueued: 2, runFailures: 2, waits: 1, claims: 4 },
+    { batches: 2, runsEnqueued: 2, runFailures: 2, waits: 1, claims: 5 },
   );
 });
 
@@ -552,7 +561,9 @@ test('stop() lets the batch in hand finish, then leaves with the last in-flight 
   assert.equal(client.state, 'stopped');
   assert.deepEqual(await client.recovered, { status: 'stopped' });
   assert.equal(fake.of('complete').length, 1, 'the batch in hand was completed');
-  assert.equal(fake.of('claim').length, 1, 'and no other claimed');
+  const claims = fake.of('claim');
+  assert.equal(claims.length, 2, 'no other claimed than the one sent ahead while it was enqueued');
+  assert.deepEqual(claims[1].body, {});
   const [leave] = fake.of('leave');
   assert.equal(leave.url, '/instances/00000000-0000-0000-0000-000000000001');
   assert.deepEqual(leave.body, { inFlight: ['wrun_last'] });
