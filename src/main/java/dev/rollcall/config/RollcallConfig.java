@@ -221,6 +221,14 @@ public interface RollcallConfig {
      */
     @WithDefault("30s")
     Duration maxWait();
+
+    /**
+     * Claims and completes one service replica runs against the database at once; more wait in
+     * memory, in arrival order. Keep it and {@code heartbeat-flushes} together below the reactive
+     * pool's size, so heartbeats always find a connection however many claimers call.
+     */
+    @WithDefault("8")
+    int maxConcurrent();
   }
 
   /** Rate limits. */

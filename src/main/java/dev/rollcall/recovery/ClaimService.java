@@ -61,6 +61,7 @@ public class ClaimService {
   private final RecoveryMetrics metrics;
   private final Wakeups wakeups;
   private final Lanes lanes = new Lanes();
+  private final Gate gate;
 
   ClaimService(
       Pool pool,
@@ -72,8 +73,10 @@ public class ClaimService {
       Ledger ledger,
       RollcallConfig config,
       RecoveryMetrics metrics,
-      Wakeups wakeups) {
+      Wakeups wakeups,
+      Gate gate) {
     this.wakeups = wakeups;
+    this.gate = gate;
     this.pool = pool;
     this.sources = sources;
     this.epochs = epochs;
@@ -174,11 +177,12 @@ public class ClaimService {
   private Uni<ClaimResult> held(
       Caller caller, int maxRuns, long deadline, boolean idle, boolean wokenBefore) {
     if (deadline - System.nanoTime() <= 0) {
-      return decide(caller, maxRuns);
+      return gate.run(() -> decide(caller, maxRuns));
     }
     // Registered before looking, so that a notice sent after the look is not missed.
     Wakeups.Waiter waiter = wakeups.register(caller.namespace());
-    return decide(caller, maxRuns)
+    // A permit only while deciding: a claim held for work waits holding nothing.
+    return gate.<ClaimResult>run(() -> decide(caller, maxRuns))
         .onFailure()
         .invoke(() -> wakeups.forget(waiter, false))
         .chain(

@@ -35,7 +35,11 @@ public class CompletionService {
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
 
-  CompletionService(Pool pool, Epochs epochs, RollcallConfig config, RecoveryMetrics metrics) {
+  private final Gate gate;
+
+  CompletionService(
+      Pool pool, Epochs epochs, RollcallConfig config, RecoveryMetrics metrics, Gate gate) {
+    this.gate = gate;
     this.pool = pool;
     this.epochs = epochs;
     this.config = config;
@@ -58,7 +62,7 @@ public class CompletionService {
   /** Completes a batch: its runs are enqueued, except {@code failedRunIds}, handed out again. */
   public Uni<Completion> complete(Caller caller, long batchId, int fence, List<String> failed) {
     Set<String> failedIds = new LinkedHashSet<>(failed);
-    return decide(caller, batchId, fence, failedIds)
+    return gate.<Completion>run(() -> decide(caller, batchId, fence, failedIds))
         .onFailure(StaleFence.class)
         .invoke(e -> metrics.batch(caller.namespace(), "refused"));
   }

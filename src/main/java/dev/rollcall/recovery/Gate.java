@@ -1,0 +1,81 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.config.RollcallConfig;
+import io.smallrye.mutiny.Uni;
+import jakarta.inject.Inject;
+import jakarta.inject.Singleton;
+import java.util.ArrayDeque;
+import java.util.function.Supplier;
+
+/**
+ * At most {@code permits} pieces of work at once, the rest waiting in arrival order and holding
+ * nothing but memory. Claims and completes of one service replica pass here before they take a
+ * pooled connection, so that however many claimers call at once, the pool keeps connections for
+ * heartbeats and the database runs a bounded number of claim transactions.
+ */
+@Singleton
+class Gate {
+
+  private final int permits;
+  private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
+  private int running;
+
+  @Inject
+  Gate(RollcallConfig config) {
+    this(config.claim().maxConcurrent());
+  }
+
+  Gate(int permits) {
+    if (permits < 1) {
+      throw new IllegalArgumentException("rollcall.claim.max-concurrent must be at least 1");
+    }
+    this.permits = permits;
+  }
+
+  /** Runs the work once a permit is free; the permit is returned when the work ends. */
+  <T> Uni<T> run(Supplier<Uni<? extends T>> work) {
+    return Uni.createFrom()
+        .emitter(
+            emitter -> {
+              Runnable start =
+                  () ->
+                      Uni.createFrom()
+                          .<T>deferred(work)
+                          .onTermination()
+                          .invoke(this::release)
+                          .subscribe()
+                          .with(emitter::complete, emitter::fail);
+              boolean now;
+              synchronized (this) {
+                now = running < permits;
+                if (now) {
+                  running++;
+                } else {
+                  waiting.add(start);
+                }
+              }
+              if (now) {
+                start.run();
+              }
+            });
+  }
+
+  /** Work waiting for a permit now. */
+  synchronized int waiting() {
+    return waiting.size();
+  }
+
+  private void release() {
+    Runnable next;
+    synchronized (this) {
+      next = waiting.poll();
+      if (next == null) {
+        running--;
+      }
+    }
+    // The permit passes straight to the oldest waiting work.
+    if (next != null) {
+      next.run();
+    }
+  }
+}
