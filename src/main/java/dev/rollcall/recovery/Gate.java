@@ -34,30 +34,17 @@ class Gate {
 
   /** Runs the work once a permit is free; the permit is returned when the work ends. */
   <T> Uni<T> run(Supplier<Uni<? extends T>> work) {
-    return Uni.createFrom()
-        .emitter(
-            emitter -> {
-              Runnable start =
-                  () ->
-                      Uni.createFrom()
-                          .<T>deferred(work)
-                          .onTermination()
-                          .invoke(this::release)
-                          .subscribe()
-                          .with(emitter::complete, emitter::fail);
-              boolean now;
-              synchronized (this) {
-                now = running < permits;
-                if (now) {
-                  running++;
-                } else {
-                  waiting.add(start);
-                }
-              }
-              if (now) {
-                start.run();
-              }
-            });
+    return Admission.run(work, this::enter, this::release);
+  }
+
+  /** Takes a permit (true), or queues the start for the next permit that is returned. */
+  private synchronized boolean enter(Runnable start) {
+    if (running < permits) {
+      running++;
+      return true;
+    }
+    waiting.add(start);
+    return false;
   }
 
   /** Work waiting for a permit now. */

@@ -17,32 +17,18 @@ final class Lanes {
 
   /** Runs the work when every earlier work on this key has finished. */
   <T> Uni<T> run(long key, Supplier<Uni<? extends T>> work) {
-    return Uni.createFrom()
-        .emitter(
-            emitter -> {
-              Runnable start =
-                  () ->
-                      Uni.createFrom()
-                          .<T>deferred(work)
-                          .onTermination()
-                          .invoke(() -> release(key))
-                          .subscribe()
-                          .with(emitter::complete, emitter::fail);
-              boolean now;
-              synchronized (this) {
-                ArrayDeque<Runnable> queue = waiting.get(key);
-                if (queue == null) {
-                  waiting.put(key, new ArrayDeque<>());
-                  now = true;
-                } else {
-                  queue.add(start);
-                  now = false;
-                }
-              }
-              if (now) {
-                start.run();
-              }
-            });
+    return Admission.run(work, start -> enter(key, start), () -> release(key));
+  }
+
+  /** Opens the key's lane (true), or queues the start behind the work already in it. */
+  private synchronized boolean enter(long key, Runnable start) {
+    ArrayDeque<Runnable> queue = waiting.get(key);
+    if (queue == null) {
+      waiting.put(key, new ArrayDeque<>());
+      return true;
+    }
+    queue.add(start);
+    return false;
   }
 
   private void release(long key) {
