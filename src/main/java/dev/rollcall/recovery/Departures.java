@@ -1,7 +1,6 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
-import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InFlight;
 import dev.rollcall.registry.InstanceService;
@@ -60,7 +59,7 @@ public class Departures {
                 .chain(
                     rows -> {
                       if (rows.size() == 0) {
-                        throw new InstanceGone(caller.instanceId());
+                        return InstanceService.<Void>notLive(conn, caller.instanceId());
                       }
                       return lastInFlight
                           .map(set -> ownership.replace(conn, caller, set))

@@ -1,6 +1,7 @@
 package dev.rollcall.registry;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems.Forbidden;
 import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.error.Problems.Unauthorized;
@@ -46,6 +47,8 @@ public class InstanceService {
 
   /** The most heartbeats one flush renews. */
   static final int MAX_BEATS_PER_FLUSH = 1000;
+
+  private static final String UNKNOWN_TOKEN = "the instance token is not known";
 
   InstanceService(
       Pool pool,
@@ -157,7 +160,7 @@ public class InstanceService {
         .map(
             rows -> {
               if (rows.size() == 0) {
-                throw new Unauthorized("the instance token is not known");
+                throw new Unauthorized(UNKNOWN_TOKEN);
               }
               Row row = rows.iterator().next();
               Caller caller =
@@ -331,7 +334,11 @@ public class InstanceService {
     UUID[] ids = flushed.stream().map(b -> b.caller().instanceId()).toArray(UUID[]::new);
     List<UUID> owners = new java.util.ArrayList<>();
     List<String> workers = new java.util.ArrayList<>();
+    java.util.Set<UUID> naming = new java.util.HashSet<>();
     for (Beat b : flushed) {
+      if (!b.workerIds().isEmpty()) {
+        naming.add(b.caller().instanceId());
+      }
       for (String w : b.workerIds()) {
         owners.add(b.caller().instanceId());
         workers.add(w);
@@ -370,7 +377,7 @@ public class InstanceService {
               java.util.Map<UUID, Heartbeat> renewed = new java.util.HashMap<>();
               for (Row row : rows) {
                 UUID id = row.getUUID("id");
-                if (row.getInteger("workers") >= MAX_WORKER_IDS && !owners.isEmpty()) {
+                if (row.getInteger("workers") >= MAX_WORKER_IDS && naming.contains(id)) {
                   LOG.warnf(
                       "instance %s names %d queue workers or more; those beyond are not"
                           + " kept, and their locks wait for the orphan release",
@@ -384,32 +391,78 @@ public class InstanceService {
                         row.getBoolean("recovery_pending"),
                         Optional.ofNullable(peerExpiresInMs).map(this::recheckAfterMs)));
               }
-              List<Coalescer.Outcome<Heartbeat>> outcomes = new java.util.ArrayList<>();
-              Uni<Void> reports = Uni.createFrom().voidItem();
-              for (Beat b : flushed) {
-                Heartbeat beat = renewed.get(b.caller().instanceId());
-                if (beat == null) {
-                  outcomes.add(Coalescer.Outcome.failed(new InstanceGone(b.caller().instanceId())));
-                  continue;
-                }
-                outcomes.add(Coalescer.Outcome.of(beat));
-                // In the renewal's transaction: a takeover (which locks the row FOR UPDATE)
-                // comes after these, and releases what they wrote.
-                reports =
-                    reports
-                        .chain(
-                            () ->
-                                b.session()
-                                    .map(r -> sessions.record(conn, b.caller().instanceId(), r))
-                                    .orElse(Uni.createFrom().voidItem()))
-                        .chain(
-                            () ->
-                                b.inFlight()
-                                    .map(set -> ownership.replace(conn, b.caller(), set))
-                                    .orElse(Uni.createFrom().voidItem()));
-              }
-              return reports.replaceWith(outcomes);
+              List<UUID> missed =
+                  flushed.stream()
+                      .map(b -> b.caller().instanceId())
+                      .filter(id -> !renewed.containsKey(id))
+                      .toList();
+              return notLive(conn, missed)
+                  .chain(failures -> recordRenewed(conn, flushed, renewed, failures));
             });
+  }
+
+  private Uni<List<Coalescer.Outcome<Heartbeat>>> recordRenewed(
+      SqlClient conn,
+      List<Beat> flushed,
+      java.util.Map<UUID, Heartbeat> renewed,
+      java.util.Map<UUID, DomainException> failures) {
+    List<Coalescer.Outcome<Heartbeat>> outcomes = new java.util.ArrayList<>();
+    Uni<Void> reports = Uni.createFrom().voidItem();
+    for (Beat b : flushed) {
+      Heartbeat beat = renewed.get(b.caller().instanceId());
+      if (beat == null) {
+        outcomes.add(Coalescer.Outcome.failed(failures.get(b.caller().instanceId())));
+        continue;
+      }
+      outcomes.add(Coalescer.Outcome.of(beat));
+      // In the renewal's transaction: a takeover (which locks the row FOR UPDATE)
+      // comes after these, and releases what they wrote.
+      reports =
+          reports
+              .chain(
+                  () ->
+                      b.session()
+                          .map(r -> sessions.record(conn, b.caller().instanceId(), r))
+                          .orElse(Uni.createFrom().voidItem()))
+              .chain(
+                  () ->
+                      b.inFlight()
+                          .map(set -> ownership.replace(conn, b.caller(), set))
+                          .orElse(Uni.createFrom().voidItem()));
+    }
+    return reports.replaceWith(outcomes);
+  }
+
+  /**
+   * Why instances that were not renewed failed: {@link InstanceGone} for those that left or died,
+   * and an unknown token ({@link Unauthorized}) for those retention has deleted, which is what an
+   * uncached token lookup answers.
+   */
+  private static Uni<java.util.Map<UUID, DomainException>> notLive(
+      SqlClient conn, List<UUID> instanceIds) {
+    if (instanceIds.isEmpty()) {
+      return Uni.createFrom().item(java.util.Map.of());
+    }
+    return conn.preparedQuery("SELECT id FROM rollcall.instances WHERE id = ANY($1::uuid[])")
+        .execute(Tuple.of(instanceIds.toArray(UUID[]::new)))
+        .map(
+            rows -> {
+              java.util.Set<UUID> present = new java.util.HashSet<>();
+              rows.forEach(row -> present.add(row.getUUID("id")));
+              java.util.Map<UUID, DomainException> failures = new java.util.HashMap<>();
+              for (UUID id : instanceIds) {
+                failures.put(
+                    id,
+                    present.contains(id) ? new InstanceGone(id) : new Unauthorized(UNKNOWN_TOKEN));
+              }
+              return failures;
+            });
+  }
+
+  /** {@link #notLive} of one instance, as a failure. */
+  public static <T> Uni<T> notLive(SqlClient conn, UUID instanceId) {
+    return notLive(conn, List.of(instanceId))
+        .chain(failures -> Uni.createFrom().failure(failures.get(instanceId)));
   }
 
   /**
@@ -466,6 +519,9 @@ public class InstanceService {
                   .execute(Tuple.of(caller.instanceId()))
                   .map(
                       state -> {
+                        if (state.size() == 0) {
+                          throw new Unauthorized(UNKNOWN_TOKEN);
+                        }
                         if ("left".equals(state.iterator().next().getString("state"))) {
                           return Departure.ALREADY_LEFT;
                         }
@@ -538,8 +594,8 @@ public class InstanceService {
    * their instance's claims.
    */
   static final String LIVE_CHECK =
-      "SELECT 1 FROM rollcall.instances WHERE id = $1"
-          + " AND rollcall.is_live(state, lease_expires_at) FOR KEY SHARE";
+      "SELECT rollcall.is_live(state, lease_expires_at) AS live FROM rollcall.instances"
+          + " WHERE id = $1 FOR KEY SHARE";
 
   /**
    * Taken before an instance is declared dead or left: waits for its claims and completions in
@@ -553,9 +609,11 @@ public class InstanceService {
   }
 
   /**
-   * Fails with {@link InstanceGone} unless the instance is live now. The row is key-share-locked
-   * for the rest of the transaction, so the instance cannot be declared dead half-way through a
-   * claim or a completion, while its heartbeats go through.
+   * Fails with {@link InstanceGone} unless the instance is live now, and as an unknown token
+   * ({@link Unauthorized}) when retention has deleted it: the answer an uncached token lookup
+   * gives, so that a replica that has the token in its cache answers the same. The row is
+   * key-share-locked for the rest of the transaction, so the instance cannot be declared dead
+   * half-way through a claim or a completion, while its heartbeats go through.
    */
   public static Uni<Void> requireLive(SqlClient client, UUID instanceId) {
     return client
@@ -564,6 +622,9 @@ public class InstanceService {
         .map(
             rows -> {
               if (rows.size() == 0) {
+                throw new Unauthorized(UNKNOWN_TOKEN);
+              }
+              if (!rows.iterator().next().getBoolean("live")) {
                 throw new InstanceGone(instanceId);
               }
               return null;

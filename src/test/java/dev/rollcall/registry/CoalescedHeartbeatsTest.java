@@ -144,4 +144,55 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
       senders.shutdownNow();
     }
   }
+
+  @Test
+  void aHeartbeatChosenAsADeadlockVictimIsRetried() throws Exception {
+    Instance i = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "victim");
+    String run = Db.activeRuns(SourceTables.SMALL).iterator().next();
+    api.heartbeat(i, List.of(run)).expect(200);
+    long deadlocksBefore = deadlocks();
+    CompletableFuture<Api.Reply> beat;
+    try (Connection other = Db.database().connect()) {
+      // Another transaction (as a second service replica's flush would) holds the instance's
+      // ownership row and then wants the instance row that the beat's flush has locked first.
+      other.setAutoCommit(false);
+      try (PreparedStatement st =
+          other.prepareStatement(
+              "SELECT 1 FROM rollcall.ownership WHERE instance_id = ? FOR UPDATE")) {
+        st.setObject(1, i.id());
+        st.executeQuery().close();
+      }
+      beat = CompletableFuture.supplyAsync(() -> api.heartbeat(i, List.of()));
+      Poll.until(
+          "the flush waits for the ownership row, holding the instance row",
+          Duration.ofSeconds(10),
+          () ->
+              Db.number(
+                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                          + " AND query LIKE 'WITH incoming AS%'")
+                  == 1);
+      // Waits for the flush; the flush, waiting longer, finds the deadlock and is aborted.
+      try (PreparedStatement st =
+          other.prepareStatement(
+              "UPDATE rollcall.instances SET last_heartbeat_at = last_heartbeat_at WHERE id = ?")) {
+        st.setObject(1, i.id());
+        st.executeUpdate();
+      }
+      other.commit();
+    }
+    beat.get(20, TimeUnit.SECONDS).expect(200);
+    // Statistics reach pg_stat_database a little after the fact.
+    Poll.until(
+        "PostgreSQL counts the deadlock the flush was a victim of",
+        Duration.ofSeconds(10),
+        () -> deadlocks() > deadlocksBefore);
+    assertEquals(
+        List.of(),
+        Db.column("SELECT run_id FROM rollcall.ownership WHERE instance_id = ?", i.id()),
+        "the retried flush recorded the beat's in-flight set");
+  }
+
+  private static long deadlocks() {
+    return Db.number("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()");
+  }
 }
