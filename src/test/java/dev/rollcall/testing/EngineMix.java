@@ -147,6 +147,10 @@ public final class EngineMix {
             + " WHERE "
             + SEEDED
             + " IN ('job-locked-by-dead-worker', 'job-exhausted')",
+        // Planned with statistics of the seeded tables: without them the joins below can become
+        // nested loops over every run for every job (minutes at 100 000 runs).
+        "ANALYZE workflow.workflow_runs",
+        "ANALYZE graphile_worker._private_jobs",
         "UPDATE graphile_worker._private_jobs j SET locked_by = 'worker-dead-bench',"
             + " locked_at = now() - interval '5 hours' FROM workflow.workflow_runs r"
             + " WHERE j.key = 'msg_' || r.id AND "

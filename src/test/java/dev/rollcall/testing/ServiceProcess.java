@@ -31,6 +31,9 @@ public final class ServiceProcess implements AutoCloseable {
     this.managementPort = managementPort;
   }
 
+  /** The JVM options the container image gives the service, with its 512 MiB limit. */
+  static final String DEFAULT_JVM = "-Xmx256m";
+
   /** Starts a replica and waits until it is ready. */
   public static ServiceProcess start(String name, TestDatabase db, Map<String, String> settings)
       throws IOException, InterruptedException {
@@ -43,7 +46,13 @@ public final class ServiceProcess implements AutoCloseable {
     int management = freePort();
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    command.add("-Xmx256m");
+    // The JVM options of the container image (src/main/docker/Dockerfile.jvm) unless a benchmark
+    // tries others.
+    for (String option : System.getProperty("rollcall.service.jvm", DEFAULT_JVM).split("\\s+")) {
+      if (!option.isBlank()) {
+        command.add(option);
+      }
+    }
     command.add("-Dquarkus.http.port=" + http);
     command.add("-Dquarkus.management.port=" + management);
     db.quarkusSettings().forEach((k, v) -> command.add("-D" + k + "=" + v));
