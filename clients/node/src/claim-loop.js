@@ -22,6 +22,8 @@ export class ClaimLoop {
   #loop = null;
   // This deploy's pass is done: claims wait for takeovers and sweeps.
   #idle = false;
+  // The last batch's complete, on its way while the next batch is enqueued (null when none).
+  #completing = null;
 
   constructor(ctx, membership) {
     this.#ctx = ctx;
@@ -57,6 +59,15 @@ export class ClaimLoop {
   }
 
   async #untilDone(session, why) {
+    try {
+      await this.#claimUntilDone(session, why);
+    } finally {
+      // The last batch's complete ends before the loop does.
+      await this.#completing;
+    }
+  }
+
+  async #claimUntilDone(session, why) {
     const { o, api, log, life, counters, emit, settle } = this.#ctx;
     log.debug('claiming', { why, instanceId: session.instanceId });
     // A claim sent, without being held, while the batch before it was enqueued and completed: the
@@ -121,6 +132,8 @@ export class ClaimLoop {
           if (now() - asked < CLAIM_WAIT_MS / 2) return;
           continue;
         }
+        // Done once this instance's own last complete has ended too.
+        await this.#completing;
         this.#idle = true;
         counters.epochsDone++;
         log.info('recovery done', { epochId: answer.epochId, instanceId: session.instanceId });
@@ -163,7 +176,12 @@ export class ClaimLoop {
     };
     log.info('batch enqueued', summary);
     emit('batch', summary);
-    await this.#complete(session, batch, failed, summary);
+    // The complete is off the path from one batch to the next: it goes while the next batch (the
+    // claim sent ahead) is enqueued. At most one is on its way; the one before ends first.
+    await this.#completing;
+    this.#completing = this.#complete(session, batch, failed, summary)
+      .catch((error) => log.error('complete failed', { error, batchId: batch.id }))
+      .finally(() => (this.#completing = null));
   }
 
   /**
