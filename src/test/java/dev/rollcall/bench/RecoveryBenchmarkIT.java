@@ -89,7 +89,8 @@ class RecoveryBenchmarkIT {
    * weeks, so its first requests (class loading, JIT) are not what a deploy meets.
    */
   private void warmUp() throws Exception {
-    EngineMix.seed(db, 5000, 3, EngineMix.DEPLOY_MIX);
+    // Enough pages (80 a pass, each replica serving half) for the claim path to be compiled.
+    EngineMix.seed(db, 20_000, 3, EngineMix.DEPLOY_MIX);
     seedJobs = EngineMix.lastJobId(db);
     rowsReadMark = EngineMix.runsRowsRead(db);
     rollcall(2, 2);
@@ -102,11 +103,27 @@ class RecoveryBenchmarkIT {
     seedJobs = EngineMix.lastJobId(db);
     Map<String, Long> seeded = EngineMix.seededByState(db);
     long needing = EngineMix.needing(db);
+    // Every scenario meets the same settled tables: no autovacuum of the fresh seed, and no
+    // checkpoint of it, runs during one scenario and not another.
+    db.execute(
+        "VACUUM ANALYZE workflow.workflow_runs, workflow.workflow_steps, workflow.workflow_waits,"
+            + " workflow.workflow_hooks, graphile_worker._private_jobs",
+        "CHECKPOINT");
     Thread.sleep(STATS_FLUSH.toMillis());
     rowsReadMark = settledRowsRead();
 
     Map<String, Result> results = new LinkedHashMap<>();
-    Result floor = floor();
+    // The floor is one statement, so one slow moment of the machine moves it much: the median of
+    // three.
+    List<Result> floors = new ArrayList<>();
+    for (int k = 0; k < 3; k++) {
+      floors.add(floor());
+    }
+    System.out.printf(
+        "floor: %s s; the median counts%n",
+        floors.stream().map(f -> String.format("%.2f", f.wallMillis / 1000.0)).toList());
+    floors.sort(java.util.Comparator.comparingLong(f -> f.wallMillis));
+    Result floor = floors.get(1);
     results.put("floor", floor);
     for (int n : replicaCounts) {
       if (scenarios.contains("engine")) {
