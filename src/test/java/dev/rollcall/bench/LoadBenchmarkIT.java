@@ -8,10 +8,12 @@ import dev.rollcall.testing.EngineFixture;
 import dev.rollcall.testing.ServiceProcess;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TestDatabase;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.time.Duration;
+import io.vertx.core.Vertx;
+import io.vertx.core.VertxOptions;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.RequestOptions;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -69,11 +71,18 @@ class LoadBenchmarkIT {
     // Heartbeats are sent asynchronously at the moment they are due, whatever earlier ones are
     // doing (open loop), and their latency counts from that moment: a slow service cannot slow
     // the load down and hide its own queueing.
+    // A light client that keeps its connections (at most bench.connections): beats beyond them
+    // wait in the client, still counted from when they were due. One connection per outstanding
+    // beat ran this driver out of file descriptors once the service fell seconds behind.
+    Vertx vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(2));
     HttpClient http =
-        HttpClient.newBuilder()
-            .version(HttpClient.Version.HTTP_1_1)
-            .executor(Executors.newFixedThreadPool(8))
-            .build();
+        vertx.createHttpClient(
+            new HttpClientOptions()
+                .setDefaultHost(service.base().getHost())
+                .setDefaultPort(service.base().getPort())
+                .setKeepAlive(true)
+                .setMaxPoolSize(Integer.getInteger("bench.connections", 256))
+                .setMaxWaitQueueSize(-1));
     ScheduledExecutorService beats = Executors.newScheduledThreadPool(4);
     ExecutorService registrars = Executors.newFixedThreadPool(16);
     long registering = System.nanoTime();
@@ -84,13 +93,12 @@ class LoadBenchmarkIT {
           registrars.submit(
               () -> {
                 Instance instance = api.register(SourceTables.SMALL, "fleet", "fleet-" + me);
-                HttpRequest beat =
-                    HttpRequest.newBuilder(
-                            service.base().resolve("instances/" + instance.id() + "/heartbeat"))
-                        .header("Authorization", "Bearer " + instance.token())
-                        .timeout(Duration.ofSeconds(30))
-                        .POST(HttpRequest.BodyPublishers.noBody())
-                        .build();
+                RequestOptions beat =
+                    new RequestOptions()
+                        .setMethod(HttpMethod.POST)
+                        .setURI("/instances/" + instance.id() + "/heartbeat")
+                        .putHeader("Authorization", "Bearer " + instance.token())
+                        .setTimeout(30_000);
                 long first =
                     System.nanoTime() + ThreadLocalRandom.current().nextLong(periodMs) * 1_000_000;
                 AtomicLong k = new AtomicLong();
@@ -101,20 +109,25 @@ class LoadBenchmarkIT {
                         return;
                       }
                       boolean counted = due >= window[0];
-                      http.sendAsync(beat, HttpResponse.BodyHandlers.discarding())
-                          .whenComplete(
-                              (r, e) -> {
+                      http.request(beat)
+                          .compose(
+                              request ->
+                                  request.send().compose(r -> r.body().map(body -> r.statusCode())))
+                          .onComplete(
+                              reply -> {
                                 if (!counted) {
                                   return;
                                 }
                                 heartbeatMs.add((System.nanoTime() - due) / 1_000_000);
-                                if (e != null) {
-                                  error(errorsByKind, "heartbeat " + e.getClass().getSimpleName());
-                                } else if (r.statusCode() == 410) {
+                                if (reply.failed()) {
+                                  error(
+                                      errorsByKind,
+                                      "heartbeat " + reply.cause().getClass().getSimpleName());
+                                } else if (reply.result() == 410) {
                                   leasesLost.incrementAndGet();
                                   error(errorsByKind, "heartbeat 410");
-                                } else if (r.statusCode() != 200) {
-                                  error(errorsByKind, "heartbeat " + r.statusCode());
+                                } else if (reply.result() != 200) {
+                                  error(errorsByKind, "heartbeat " + reply.result());
                                 }
                               });
                     },
@@ -196,6 +209,7 @@ class LoadBenchmarkIT {
     double servedSeconds = metrics.getOrDefault("http_server_requests_seconds_sum" + beatUri, 0.0);
     long rss = Math.max(peakRss.get(), service.residentMiB());
     beats.shutdownNow();
+    vertx.close();
     System.out.printf(
         "%nService load (%d instances heartbeating every %d ms, %d claimers, %d s)%n"
             + "  heartbeats  %6d (%.0f/s)  p50 %d ms  p99 %d ms  (open loop: from when due;"
