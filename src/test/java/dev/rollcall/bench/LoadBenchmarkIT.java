@@ -66,6 +66,7 @@ class LoadBenchmarkIT {
     AtomicLong runsHandedOut = new AtomicLong();
     AtomicLong leasesLost = new AtomicLong();
     AtomicLong peakRss = new AtomicLong();
+    Map<Integer, Integer> slowBySecond = new ConcurrentHashMap<>();
     // Until registration is done the measured window has not started: beats are sent, not counted.
     long[] window = {Long.MAX_VALUE, Long.MAX_VALUE};
     // Heartbeats are sent asynchronously at the moment they are due, whatever earlier ones are
@@ -118,7 +119,13 @@ class LoadBenchmarkIT {
                                 if (!counted) {
                                   return;
                                 }
-                                heartbeatMs.add((System.nanoTime() - due) / 1_000_000);
+                                long ms = (System.nanoTime() - due) / 1_000_000;
+                                heartbeatMs.add(ms);
+                                if (ms > 250) {
+                                  // When in the window the slow ones were due, by second.
+                                  slowBySecond.merge(
+                                      (int) ((due - window[0]) / 1_000_000_000L), 1, Integer::sum);
+                                }
                                 if (reply.failed()) {
                                   error(
                                       errorsByKind,
@@ -220,6 +227,7 @@ class LoadBenchmarkIT {
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
             + " %.0f heartbeat transactions, %.1f heartbeats each%n"
             + "  CPU         service %.2f, PostgreSQL %.2f, this driver %.2f cores over %.0f s%n"
+            + "  heartbeats over 250 ms, by second of the window they were due in: %s%n"
             + "  service RSS %d MiB at most%n"
             + "  load average %s%n%n",
         instanceCount,
@@ -246,6 +254,7 @@ class LoadBenchmarkIT {
         (postgresCpuMillis() - cpuAtStart[1]) / 1000.0 / elapsed,
         (driverCpuMillis() - cpuAtStart[2]) / 1000.0 / elapsed,
         elapsed,
+        new java.util.TreeMap<>(slowBySecond),
         rss,
         loadAverage());
   }
