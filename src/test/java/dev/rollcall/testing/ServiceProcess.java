@@ -31,8 +31,9 @@ public final class ServiceProcess implements AutoCloseable {
     this.managementPort = managementPort;
   }
 
-  /** The JVM options the container image gives the service, with its 512 MiB limit. */
-  static final String DEFAULT_JVM = "-Xmx256m";
+  /** The JVM options the container image gives the service (src/main/docker/Dockerfile.jvm). */
+  static final String DEFAULT_JVM =
+      "-XX:+UseSerialGC -Xmx128m -XX:ReservedCodeCacheSize=64m -Xss512k";
 
   /** Starts a replica and waits until it is ready. */
   public static ServiceProcess start(String name, TestDatabase db, Map<String, String> settings)
