@@ -177,12 +177,11 @@ public class ClaimService {
   private Uni<ClaimResult> held(
       Caller caller, int maxRuns, long deadline, boolean idle, boolean wokenBefore) {
     if (deadline - System.nanoTime() <= 0) {
-      return gate.run(() -> decide(caller, maxRuns));
+      return decide(caller, maxRuns);
     }
     // Registered before looking, so that a notice sent after the look is not missed.
     Wakeups.Waiter waiter = wakeups.register(caller.namespace());
-    // A permit only while deciding: a claim held for work waits holding nothing.
-    return gate.<ClaimResult>run(() -> decide(caller, maxRuns))
+    return decide(caller, maxRuns)
         .onFailure()
         .invoke(() -> wakeups.forget(waiter, false))
         .chain(
@@ -213,7 +212,10 @@ public class ClaimService {
 
   private Uni<ClaimResult> decide(Caller caller, int maxRuns) {
     RunSource source = sources.get(caller.namespace());
-    return pool.withTransaction(conn -> firstLook(conn, source, caller))
+    // Each transaction of a claim takes a permit of the gate for as long as it holds a pooled
+    // connection, and no longer: a claim waiting for work, or for its turn at an epoch's lock,
+    // holds none, so completes and other claims' transactions never queue behind it.
+    return gate.run(() -> pool.withTransaction(conn -> firstLook(conn, source, caller)))
         .chain(
             plan ->
                 plan.served().isPresent()
@@ -228,8 +230,11 @@ public class ClaimService {
                 return Uni.createFrom().item(answer(served.waitMs(), served.bootEpochId()));
               }
               // The epoch lock is released: classify the range in a transaction of its own.
-              return pool.withTransaction(
-                      conn -> classify(conn, source, caller, served.range().get(), maxRuns))
+              return gate.run(
+                      () ->
+                          pool.withTransaction(
+                              conn ->
+                                  classify(conn, source, caller, served.range().get(), maxRuns)))
                   .chain(
                       batch ->
                           batch.isPresent()
@@ -324,12 +329,16 @@ public class ClaimService {
             : lanes.run(
                 epoch.id(),
                 () ->
-                    pool.withTransaction(
-                        conn ->
-                            InstanceService.requireLive(conn, caller.instanceId())
-                                .chain(() -> epochs.lock(conn, epoch.id()))
-                                .chain(
-                                    locked -> underLock(conn, source, caller, locked, maxRuns))));
+                    gate.run(
+                        () ->
+                            pool.withTransaction(
+                                conn ->
+                                    InstanceService.requireLive(conn, caller.instanceId())
+                                        .chain(() -> epochs.lock(conn, epoch.id()))
+                                        .chain(
+                                            locked ->
+                                                underLock(
+                                                    conn, source, caller, locked, maxRuns)))));
     return here.chain(
         served -> {
           if (served.batch().isPresent() || served.range().isPresent()) {

@@ -9,9 +9,10 @@ import java.util.function.Supplier;
 
 /**
  * At most {@code permits} pieces of work at once, the rest waiting in arrival order and holding
- * nothing but memory. Claims and completes of one service replica pass here before they take a
- * pooled connection, so that however many claimers call at once, the pool keeps connections for
- * heartbeats and the database runs a bounded number of claim transactions.
+ * nothing but memory. Each transaction of a claim or a complete of one service replica passes here
+ * before it takes a pooled connection (a permit per transaction, not per claim: a claim waiting for
+ * an epoch's lock or for work holds none), so that however many claimers call at once, the pool
+ * keeps connections for heartbeats and the database runs a bounded number of claim transactions.
  */
 @Singleton
 class Gate {
