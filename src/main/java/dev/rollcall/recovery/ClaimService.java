@@ -214,7 +214,8 @@ public class ClaimService {
     RunSource source = sources.get(caller.namespace());
     // Each transaction of a claim takes a permit of the gate for as long as it holds a pooled
     // connection, and no longer: a claim waiting for work, or for its turn at an epoch's lock,
-    // holds none, so completes and other claims' transactions never queue behind it.
+    // holds none, so completes and other claims' transactions never queue behind it. Its later
+    // transactions (the cut, the classification) go ahead of new claims' first looks.
     return gate.run(() -> pool.withTransaction(conn -> firstLook(conn, source, caller)))
         .chain(
             plan ->
@@ -230,7 +231,7 @@ public class ClaimService {
                 return Uni.createFrom().item(answer(served.waitMs(), served.bootEpochId()));
               }
               // The epoch lock is released: classify the range in a transaction of its own.
-              return gate.run(
+              return gate.runAhead(
                       () ->
                           pool.withTransaction(
                               conn ->
@@ -329,7 +330,7 @@ public class ClaimService {
             : lanes.run(
                 epoch.id(),
                 () ->
-                    gate.run(
+                    gate.runAhead(
                         () ->
                             pool.withTransaction(
                                 conn ->

@@ -62,7 +62,8 @@ public class CompletionService {
   /** Completes a batch: its runs are enqueued, except {@code failedRunIds}, handed out again. */
   public Uni<Completion> complete(Caller caller, long batchId, int fence, List<String> failed) {
     Set<String> failedIds = new LinkedHashSet<>(failed);
-    return gate.<Completion>run(() -> decide(caller, batchId, fence, failedIds))
+    // Ahead of new claims: a complete releases what its batch holds and may close the epoch.
+    return gate.<Completion>runAhead(() -> decide(caller, batchId, fence, failedIds))
         .onFailure(StaleFence.class)
         .invoke(e -> metrics.batch(caller.namespace(), "refused"));
   }

@@ -18,6 +18,7 @@ import java.util.function.Supplier;
 class Gate {
 
   private final int permits;
+  private final ArrayDeque<Runnable> ahead = new ArrayDeque<>();
   private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
   private int running;
 
@@ -33,35 +34,48 @@ class Gate {
     this.permits = permits;
   }
 
-  /** Runs the work once a permit is free; the permit is returned when the work ends. */
+  /**
+   * Runs the work once a permit is free, after the work already waiting; the permit is returned
+   * when the work ends. For work that starts something new (a claim's first look).
+   */
   <T> Uni<T> run(Supplier<Uni<? extends T>> work) {
-    return Admission.run(work, this::enter, this::release);
+    return Admission.run(work, start -> enter(start, waiting), this::release);
+  }
+
+  /**
+   * Runs the work once a permit is free, before any work waiting in {@link #run}: for work that
+   * carries on something under way (a claim's cut at the head of an epoch's lane, the
+   * classification of a range it leased, a complete), so that what is started finishes before more
+   * is started, and the ranges and lanes it holds are not held while new claims go first.
+   */
+  <T> Uni<T> runAhead(Supplier<Uni<? extends T>> work) {
+    return Admission.run(work, start -> enter(start, ahead), this::release);
   }
 
   /** Takes a permit (true), or queues the start for the next permit that is returned. */
-  private synchronized boolean enter(Runnable start) {
+  private synchronized boolean enter(Runnable start, ArrayDeque<Runnable> queue) {
     if (running < permits) {
       running++;
       return true;
     }
-    waiting.add(start);
+    queue.add(start);
     return false;
   }
 
   /** Work waiting for a permit now. */
   synchronized int waiting() {
-    return waiting.size();
+    return ahead.size() + waiting.size();
   }
 
   private void release() {
     Runnable next;
     synchronized (this) {
-      next = waiting.poll();
+      next = ahead.isEmpty() ? waiting.poll() : ahead.poll();
       if (next == null) {
         running--;
       }
     }
-    // The permit passes straight to the oldest waiting work.
+    // The permit passes straight to the oldest work waiting ahead, else the oldest waiting.
     if (next != null) {
       next.run();
     }

@@ -50,6 +50,29 @@ class GateTest {
   }
 
   @Test
+  void workRunAheadStartsBeforeWorkWaitingInArrivalOrder() throws Exception {
+    Gate gate = new Gate(1);
+    submit(gate, "a");
+    submit(gate, "new-1");
+    submit(gate, "new-2");
+    gate.<String>runAhead(
+            () ->
+                Uni.createFrom()
+                    .emitter(
+                        e -> {
+                          started.add("under-way");
+                          open.add(e);
+                        }))
+        .subscribeAsCompletionStage();
+
+    assertEquals(3, gate.waiting());
+    open.get(0).complete("a done");
+    assertEquals(List.of("a", "under-way"), started);
+    open.get(1).complete("under-way done");
+    assertEquals(List.of("a", "under-way", "new-1"), started);
+  }
+
+  @Test
   void workThatFailsReturnsItsPermit() throws Exception {
     Gate gate = new Gate(1);
     CompletableFuture<String> a = submit(gate, "a");
