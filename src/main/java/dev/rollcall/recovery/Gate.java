@@ -8,11 +8,12 @@ import java.util.ArrayDeque;
 import java.util.function.Supplier;
 
 /**
- * At most {@code permits} pieces of work at once, the rest waiting in arrival order and holding
- * nothing but memory. Each transaction of a claim or a complete of one service replica passes here
- * before it takes a pooled connection (a permit per transaction, not per claim: a claim waiting for
- * an epoch's lock or for work holds none), so that however many claimers call at once, the pool
- * keeps connections for heartbeats and the database runs a bounded number of claim transactions.
+ * At most {@code permits} pieces of work at once, the rest waiting in memory: work under way
+ * ({@link #runAhead}) in arrival order first, then new work ({@link #run}) in arrival order. Each
+ * transaction of a claim or a complete of one service replica passes here before it takes a pooled
+ * connection (a permit per transaction, not per claim: a claim waiting for an epoch's lock or for
+ * work holds none), so that however many claimers call at once, the pool keeps connections for
+ * heartbeats and the database runs a bounded number of claim transactions.
  */
 @Singleton
 class Gate {
