@@ -60,12 +60,18 @@ if (config.waitForGo) {
 }
 
 const started = performance.now();
+// This process's CPU from "go" on (its start-up, loading the engine and the client, is not in it).
+const cpuAtStart = process.cpuUsage();
+const cpuMs = () => {
+  const used = process.cpuUsage(cpuAtStart);
+  return Math.round((used.user + used.system) / 1000);
+};
 if (config.mode === 'engine') {
   const log = console.log;
   console.log = () => {}; // "Re-enqueued N active run(s) on startup"
   await reenqueueActiveRuns(world.runs, world.queue, 'world-postgres');
   console.log = log;
-  out('result', { elapsedMs: performance.now() - started });
+  out('result', { elapsedMs: performance.now() - started, cpuMs: cpuMs() });
   // The engine leaves a handle open after close() (its executor wait loop); do not wait for it.
   await world.close().catch(() => {});
   process.exit(0);
@@ -112,7 +118,7 @@ const outcome = await client.recovered;
 // moment the epoch closed).
 out('done', { epochId: outcome.epochId });
 const elapsedMs = performance.now() - started;
-const result = { outcome: { status: outcome.status, mode: outcome.mode, epochId: outcome.epochId }, stats: client.stats, elapsedMs };
+const result = { outcome: { status: outcome.status, mode: outcome.mode, epochId: outcome.epochId }, stats: client.stats, elapsedMs, cpuMs: cpuMs() };
 if (config.stayAlive) {
   out('recovered', result);
   while ((await nextCommand()) !== 'leave') {

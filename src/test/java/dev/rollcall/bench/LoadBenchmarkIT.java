@@ -3,6 +3,7 @@ package dev.rollcall.bench;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.Cpu;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.EngineFixture;
 import dev.rollcall.testing.ServiceProcess;
@@ -155,7 +156,7 @@ class LoadBenchmarkIT {
     Thread.sleep(TimeUnit.SECONDS.toMillis(warmUp));
     window[0] = System.nanoTime();
     Map<String, Double> metricsAtStart = serviceMetrics(service);
-    long[] cpuAtStart = {service.cpuMillis(), postgresCpuMillis(), driverCpuMillis()};
+    long[] cpuAtStart = {service.cpuMillis(), Cpu.postgres(), Cpu.self()};
     window[1] = window[0] + TimeUnit.SECONDS.toNanos(seconds);
     long[] deadline = {window[1]};
     ScheduledExecutorService sampler = Executors.newSingleThreadScheduledExecutor();
@@ -256,8 +257,8 @@ class LoadBenchmarkIT {
         flushes,
         flushes < 0.5 ? 0.0 : flushed / flushes,
         (service.cpuMillis() - cpuAtStart[0]) / 1000.0 / elapsed,
-        (postgresCpuMillis() - cpuAtStart[1]) / 1000.0 / elapsed,
-        (driverCpuMillis() - cpuAtStart[2]) / 1000.0 / elapsed,
+        (Cpu.postgres() - cpuAtStart[1]) / 1000.0 / elapsed,
+        (Cpu.self() - cpuAtStart[2]) / 1000.0 / elapsed,
         elapsed,
         new java.util.TreeMap<>(slowBySecond),
         rss,
@@ -274,41 +275,6 @@ class LoadBenchmarkIT {
       System.out.println("service metrics not read: " + e);
     }
     return m;
-  }
-
-  /** CPU time of this JVM (the driver), in ms. */
-  private static long driverCpuMillis() {
-    return ((com.sun.management.OperatingSystemMXBean)
-                java.lang.management.ManagementFactory.getOperatingSystemMXBean())
-            .getProcessCpuTime()
-        / 1_000_000;
-  }
-
-  /**
-   * CPU time of the PostgreSQL server processes on this machine, in ms (the embedded server is
-   * started by pg_ctl, which detaches it from this JVM).
-   */
-  private static long postgresCpuMillis() {
-    return ProcessHandle.allProcesses()
-        .filter(p -> p.info().command().map(c -> c.endsWith("/postgres")).orElse(false))
-        .mapToLong(
-            p -> {
-              try {
-                String stat =
-                    java.nio.file.Files.readString(
-                        java.nio.file.Path.of("/proc", "" + p.pid(), "stat"));
-                String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-                // utime, stime, and those of waited-for children (backends that exited).
-                return (Long.parseLong(f[11])
-                        + Long.parseLong(f[12])
-                        + Long.parseLong(f[13])
-                        + Long.parseLong(f[14]))
-                    * 10;
-              } catch (java.io.IOException | RuntimeException e) {
-                return 0;
-              }
-            })
-        .sum();
   }
 
   private static String loadAverage() {

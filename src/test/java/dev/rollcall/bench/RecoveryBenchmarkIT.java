@@ -1,5 +1,6 @@
 package dev.rollcall.bench;
 
+import dev.rollcall.testing.Cpu;
 import dev.rollcall.testing.EngineFixture;
 import dev.rollcall.testing.EngineMix;
 import dev.rollcall.testing.NodeReplica;
@@ -202,8 +203,10 @@ class RecoveryBenchmarkIT {
     out.add(
         "Where the coordinators' time went (requests served during the scenario, mean time each):");
     out.add("");
-    out.add("| scenario | registers | heartbeats | claims | completes | classification per page |");
-    out.add("|---|---|---|---|---|---|");
+    out.add(
+        "| scenario | registers | heartbeats | claims | completes | classification per page"
+            + " | CPU: coordinators | PostgreSQL | replica processes |");
+    out.add("|---|---|---|---|---|---|---|---|---|");
     for (Map.Entry<String, Result> e : results.entrySet()) {
       Map<String, Double> m = e.getValue().serviceMetrics;
       if (m.isEmpty()) {
@@ -211,13 +214,16 @@ class RecoveryBenchmarkIT {
       }
       out.add(
           String.format(
-              "| %s | %s | %s | %s | %s | %s |",
+              "| %s | %s | %s | %s | %s | %s | %s | %s | %s |",
               e.getKey(),
               timing(m, "http_server_requests_seconds", "/instances"),
               timing(m, "http_server_requests_seconds", "/instances/{id}/heartbeat"),
               timing(m, "http_server_requests_seconds", "/recovery/claim"),
               timing(m, "http_server_requests_seconds", "/recovery/batches/{id}/complete"),
-              timing(m, "rollcall_classification_seconds", null)));
+              timing(m, "rollcall_classification_seconds", null),
+              seconds(e.getValue().cpuMillis),
+              seconds(e.getValue().postgresCpuMillis),
+              seconds(e.getValue().replicasCpuMillis)));
     }
     out.add("");
     return out;
@@ -232,6 +238,10 @@ class RecoveryBenchmarkIT {
           .forEach((k, v) -> sum.merge(k, v, Double::sum));
     }
     return sum;
+  }
+
+  private static String seconds(long millis) {
+    return millis < 0 ? "–" : String.format("%.1f s", millis / 1000.0);
   }
 
   /** "n × mean ms" of a timer in a metrics delta; {@code uri} null for an unlabelled timer. */
@@ -255,6 +265,8 @@ class RecoveryBenchmarkIT {
     long distinctNeeding;
     long rowsRead;
     long cpuMillis = -1;
+    long postgresCpuMillis = -1; // every PostgreSQL process, during the scenario
+    long replicasCpuMillis = -1; // the replica processes, from "go" to their result
     long rssMiB = -1;
     Map<String, long[]> byState;
     Map<String, Double> serviceMetrics = Map.of(); // what the coordinators counted meanwhile
@@ -350,6 +362,7 @@ class RecoveryBenchmarkIT {
         replica.await("ready", Duration.ofMinutes(2));
       }
       long cpuBefore = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum();
+      long postgresBefore = Cpu.postgres();
       Map<String, Double> metricsBefore = serviceMetrics(coordinators);
       long t0 = System.nanoTime();
       long goAt = System.currentTimeMillis();
@@ -382,8 +395,15 @@ class RecoveryBenchmarkIT {
               .mapToLong(e -> e.path("t").asLong() - goAt)
               .max()
               .orElse(-1);
+      // What each replica process used from "go" until it had its result.
+      r.replicasCpuMillis =
+          replicas.stream()
+              .flatMap(replica -> replica.events("result").stream())
+              .mapToLong(e -> e.path("cpuMs").asLong())
+              .sum();
       if (!coordinators.isEmpty()) {
         r.cpuMillis = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum() - cpuBefore;
+        r.postgresCpuMillis = Cpu.postgres() - postgresBefore;
         r.rssMiB = coordinators.stream().mapToLong(ServiceProcess::residentMiB).sum();
         Map<String, Double> delta = new java.util.TreeMap<>(serviceMetrics(coordinators));
         metricsBefore.forEach((k, v) -> delta.merge(k, -v, Double::sum));

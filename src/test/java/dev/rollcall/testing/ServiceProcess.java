@@ -121,14 +121,7 @@ public final class ServiceProcess implements AutoCloseable {
    * the usual 100 clock ticks a second), or -1 when unknown.
    */
   public long cpuMillis() {
-    try {
-      String stat = Files.readString(Path.of("/proc", String.valueOf(process.pid()), "stat"));
-      // Fields after the command name, which is in parentheses and may hold spaces.
-      String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-      return (Long.parseLong(f[11]) + Long.parseLong(f[12])) * 10;
-    } catch (IOException | RuntimeException e) {
-      return -1;
-    }
+    return Cpu.of(process.pid());
   }
 
   public long pid() {
