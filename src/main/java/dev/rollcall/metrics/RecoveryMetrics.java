@@ -10,7 +10,8 @@ import java.time.Duration;
  * The counters and timers of recovery, named once. Gauges read from the database live in {@link
  * StateGauges}. Prometheus names: {@code rollcall_runs_total{namespace,verdict,reason}}, {@code
  * rollcall_batches_total{namespace,event}}, {@code rollcall_claim_seconds}, {@code
- * rollcall_heartbeat_seconds}, {@code rollcall_sweep_rate_limited_total}.
+ * rollcall_heartbeat_seconds}, {@code rollcall_epoch_locks_total{namespace,how}}, {@code
+ * rollcall_sweep_rate_limited_total}.
  */
 @ApplicationScoped
 public class RecoveryMetrics {
@@ -60,6 +61,19 @@ public class RecoveryMetrics {
         .description("Heartbeats renewed together in one transaction (rollcall.heartbeat-flushes)")
         .register(registry)
         .record(beats);
+  }
+
+  /**
+   * A claim took an epoch's lock: {@code at-once} in its first transaction (the lock was free), or
+   * {@code queued} after waiting its turn (another claimer held it, or was queued for it).
+   */
+  public void epochLock(String namespace, String how) {
+    Counter.builder("rollcall.epoch.locks")
+        .description("Epoch locks taken by claims, at once or after queueing for them")
+        .tag("namespace", namespace)
+        .tag("how", how)
+        .register(registry)
+        .increment();
   }
 
   /** A sweep claim cut short by the sweep's rate bound. */

@@ -216,12 +216,12 @@ public class ClaimService {
     // connection, and no longer: a claim waiting for work, or for its turn at an epoch's lock,
     // holds none, so completes and other claims' transactions never queue behind it. Its later
     // transactions (the cut, the classification) go ahead of new claims' first looks.
-    return gate.run(() -> pool.withTransaction(conn -> firstLook(conn, source, caller)))
+    return gate.run(() -> pool.withTransaction(conn -> firstLook(conn, source, caller, maxRuns)))
         .chain(
             plan ->
                 plan.served().isPresent()
                     ? Uni.createFrom().item(plan.served().get())
-                    : underLocks(source, caller, plan.order(), 0, maxRuns, Optional.empty()))
+                    : underLocks(source, caller, plan.order(), plan.next(), maxRuns, plan.waitMs()))
         .chain(
             served -> {
               if (served.batch().isPresent()) {
@@ -251,14 +251,29 @@ public class ClaimService {
         .orElse(new ClaimResult.Done(bootEpochId));
   }
 
-  /** The epochs a claim serves, in order, and what a look without any epoch lock found. */
-  private record Plan(List<Epoch> order, Optional<Served> served) {}
+  /**
+   * The epochs a claim serves, in order, and what its first transaction found: a batch or a range
+   * ({@code served}), or else the index of the epoch to take the lock of next ({@code next}), with
+   * the soonest wait hint of the epochs before it ({@code waitMs}).
+   */
+  private record Plan(List<Epoch> order, Optional<Served> served, int next, Optional<Long> waitMs) {
+    static Plan found(List<Epoch> order, Served served) {
+      return new Plan(order, Optional.of(served), order.size(), Optional.empty());
+    }
+
+    static Plan from(List<Epoch> order, int next, Optional<Long> waitMs) {
+      return new Plan(order, Optional.empty(), next, waitMs);
+    }
+  }
 
   /**
    * The first transaction of a claim: the caller's epochs in order (creating its deploy's boot
-   * epoch on the first claim), and a claimable batch or range of any of them if there is one.
+   * epoch on the first claim), and a claimable batch or range of any of them if there is one. With
+   * none, it takes the first open epoch's step at once if that epoch's lock is free and no claim of
+   * this replica is queued for it: a lone claimer cuts its page in this transaction, not in one
+   * more.
    */
-  private Uni<Plan> firstLook(SqlClient conn, RunSource source, Caller caller) {
+  private Uni<Plan> firstLook(SqlClient conn, RunSource source, Caller caller, int maxRuns) {
     return InstanceService.requireLive(conn, caller.instanceId())
         .chain(() -> bootRecoveryOn(conn, caller.namespace()))
         .chain(
@@ -280,10 +295,62 @@ public class ClaimService {
                           boot.ifPresent(order::add);
                           Long bootId = boot.map(Epoch::id).orElse(null);
                           return reletInOrder(conn, source, caller, order, 0)
-                              .map(
+                              .chain(
                                   served ->
-                                      new Plan(order, served.map(x -> x.withBootEpoch(bootId))));
+                                      served.isPresent()
+                                          ? Uni.createFrom()
+                                              .item(
+                                                  Plan.found(
+                                                      order, served.get().withBootEpoch(bootId)))
+                                          : stepIfFree(conn, source, caller, order, maxRuns));
                         }));
+  }
+
+  /**
+   * In the first transaction: the step of the first open epoch, if its lock can be had without
+   * waiting (else the claim queues for it in {@link #underLocks}, as claims of other epochs do).
+   */
+  private Uni<Plan> stepIfFree(
+      SqlClient conn, RunSource source, Caller caller, List<Epoch> order, int maxRuns) {
+    int first = 0;
+    while (first < order.size() && !order.get(first).open()) {
+      first++;
+    }
+    if (first == order.size() || !lanes.idle(order.get(first).id())) {
+      return Uni.createFrom().item(Plan.from(order, first, Optional.empty()));
+    }
+    int index = first;
+    Epoch view = order.get(index);
+    // While the epoch is being scanned, its next page is read in the lock's round trip (see
+    // lockAndStep); if the lock is taken, that read is wasted.
+    Uni<List<ScannedRun>> page =
+        scansAhead(view)
+            ? unavailableIfFails(
+                source,
+                source.pageAfterEpochCursor(
+                    conn, view.snapshot(), view.id(), maxRuns, config.effectiveActivityFence()))
+            : Uni.createFrom().item(List.of());
+    return Uni.combine()
+        .all()
+        .unis(epochs.tryLock(conn, view.id()), page)
+        .asTuple()
+        .chain(
+            t -> {
+              if (t.getItem1().isEmpty()) {
+                return Uni.createFrom().item(Plan.from(order, index, Optional.empty()));
+              }
+              metrics.epochLock(caller.namespace(), "at-once");
+              Epoch locked = t.getItem1().get();
+              Uni<Served> served =
+                  scansAhead(view)
+                      ? stepWithPage(conn, source, caller, locked, t.getItem2(), maxRuns)
+                      : underLock(conn, source, caller, locked, maxRuns);
+              return served.map(
+                  s ->
+                      s.batch().isPresent() || s.range().isPresent()
+                          ? Plan.found(order, s)
+                          : Plan.from(order, index + 1, s.waitMs()));
+            });
   }
 
   private Uni<Optional<Served>> reletInOrder(
@@ -333,13 +400,7 @@ public class ClaimService {
                     gate.runAhead(
                         () ->
                             pool.withTransaction(
-                                conn ->
-                                    InstanceService.requireLive(conn, caller.instanceId())
-                                        .chain(() -> epochs.lock(conn, epoch.id()))
-                                        .chain(
-                                            locked ->
-                                                underLock(
-                                                    conn, source, caller, locked, maxRuns)))));
+                                conn -> lockAndStep(conn, source, caller, epoch, maxRuns))));
     return here.chain(
         served -> {
           if (served.batch().isPresent() || served.range().isPresent()) {
@@ -348,6 +409,70 @@ public class ClaimService {
           Optional<Long> wait = WaitHints.sooner(served.waitMs(), waitMs);
           return underLocks(source, caller, order, index + 1, maxRuns, wait);
         });
+  }
+
+  /**
+   * Takes an epoch's lock, waiting for it, and takes the epoch's step. While the epoch is being
+   * scanned, the next page is read in the same round trip as the lock (pipelined right behind it,
+   * after the cursor the lock's last holder committed), so the lock is held for the cut and its
+   * commit only; the page is dropped if the locked epoch has nothing to cut after all.
+   */
+  private Uni<Served> lockAndStep(
+      SqlClient conn, RunSource source, Caller caller, Epoch view, int maxRuns) {
+    if (!scansAhead(view)) {
+      return InstanceService.requireLive(conn, caller.instanceId())
+          .chain(() -> epochs.lock(conn, view.id()))
+          .invoke(() -> metrics.epochLock(caller.namespace(), "queued"))
+          .chain(locked -> underLock(conn, source, caller, locked, maxRuns));
+    }
+    // Fail fast, not collecting failures: the liveness check's 410 comes first and is the answer.
+    return Uni.combine()
+        .all()
+        .unis(
+            InstanceService.requireLive(conn, caller.instanceId()).replaceWith(true),
+            epochs.lock(conn, view.id()),
+            unavailableIfFails(
+                source,
+                source.pageAfterEpochCursor(
+                    conn, view.snapshot(), view.id(), maxRuns, config.effectiveActivityFence())))
+        .asTuple()
+        .invoke(() -> metrics.epochLock(caller.namespace(), "queued"))
+        .chain(t -> stepWithPage(conn, source, caller, t.getItem2(), t.getItem3(), maxRuns));
+  }
+
+  /**
+   * Holding the epoch lock, with a page read ahead of it: cut that page if the epoch is still being
+   * scanned (the page was read after the cursor the lock protects, so it is the next one), else
+   * drop it and take the epoch's step.
+   */
+  private Uni<Served> stepWithPage(
+      SqlClient conn,
+      RunSource source,
+      Caller caller,
+      Epoch locked,
+      List<ScannedRun> page,
+      int maxRuns) {
+    if (!scansAhead(locked)) {
+      return underLock(conn, source, caller, locked, maxRuns);
+    }
+    return cutPage(conn, caller, locked, page, maxRuns)
+        .chain(
+            step ->
+                step.again() == null
+                    ? Uni.createFrom().item(step.served())
+                    : underLock(conn, source, caller, step.again(), maxRuns));
+  }
+
+  /**
+   * Whether a page may be read ahead of an epoch's lock: the epoch is being scanned past its first
+   * page (a cursor never goes back to none), and is not a sweep, whose page size its rate decides
+   * under the lock.
+   */
+  private static boolean scansAhead(Epoch epoch) {
+    return epoch.open()
+        && !epoch.scanDone()
+        && epoch.cursor().isPresent()
+        && epoch.kind() != EpochKind.SWEEP;
   }
 
   private Uni<Boolean> bootRecoveryOn(SqlClient conn, String namespace) {
@@ -466,22 +591,31 @@ public class ClaimService {
         source.page(
             conn, epoch.snapshot(), epoch.cursor(), maxRuns, config.effectiveActivityFence());
     return unavailableIfFails(source, read)
-        .chain(
-            page -> {
-              boolean last = page.size() < maxRuns;
-              Optional<String> cursor =
-                  page.isEmpty() ? epoch.cursor() : Optional.of(page.get(page.size() - 1).runId());
-              Epoch advanced = epoch.advancedTo(cursor, last, page.size());
-              Uni<Void> moved = epochs.advance(conn, epoch.id(), cursor, last, page.size());
-              if (page.isEmpty()) {
-                return moved.replaceWith(Step.again(advanced));
-              }
-              List<String> ids = page.stream().map(ScannedRun::runId).toList();
-              return moved
-                  .chain(
-                      () -> batches.cutRange(conn, advanced, ids, caller.instanceId(), leaseMs()))
-                  .map(range -> Step.done(Served.range(new ToClassify(advanced, range, page))));
-            });
+        .chain(page -> cutPage(conn, caller, epoch, page, maxRuns));
+  }
+
+  /**
+   * Holding the epoch lock: moves the cursor past a page read after it, and leases the page's runs
+   * to the caller as a scanning range. The two statements are pipelined (one round trip).
+   */
+  private Uni<Step> cutPage(
+      SqlClient conn, Caller caller, Epoch epoch, List<ScannedRun> page, int maxRuns) {
+    boolean last = page.size() < maxRuns;
+    Optional<String> cursor =
+        page.isEmpty() ? epoch.cursor() : Optional.of(page.get(page.size() - 1).runId());
+    Epoch advanced = epoch.advancedTo(cursor, last, page.size());
+    Uni<Void> moved = epochs.advance(conn, epoch.id(), cursor, last, page.size());
+    if (page.isEmpty()) {
+      return moved.replaceWith(Step.again(advanced));
+    }
+    List<String> ids = page.stream().map(ScannedRun::runId).toList();
+    return Uni.combine()
+        .all()
+        .unis(
+            moved.replaceWith(true),
+            batches.cutRange(conn, advanced, ids, caller.instanceId(), leaseMs()))
+        .asTuple()
+        .map(t -> Step.done(Served.range(new ToClassify(advanced, t.getItem2(), page))));
   }
 
   /**

@@ -171,9 +171,15 @@ public class Classifier {
         epoch != null && epoch.kind() == EpochKind.SWEEP
             ? unchangedSinceRedrive(client, source, epoch, ids)
             : Uni.createFrom().item(Set.of());
-    return ownership
-        .liveOwners(client, source.namespace(), ids)
-        .chain(owners -> evidence.chain(ev -> unchanged.map(same -> new Facts(owners, ev, same))));
+    // The owners' read is sent first and the savepoint with the evidence reads right behind it,
+    // pipelined on the connection: the owners' answer is in before the savepoint opens, so a
+    // failure inside it cannot touch that read. The sweep's check runs after the savepoint.
+    return Uni.combine()
+        .all()
+        .unis(ownership.liveOwners(client, source.namespace(), ids), evidence)
+        .collectFailures()
+        .asTuple()
+        .chain(t -> unchanged.map(same -> new Facts(t.getItem1(), t.getItem2(), same)));
   }
 
   /**

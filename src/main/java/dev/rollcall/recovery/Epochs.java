@@ -207,6 +207,20 @@ public class Epochs {
         .map(rows -> first(rows).orElseThrow());
   }
 
+  /**
+   * Locks an epoch as {@link #lock} does, unless another transaction holds its lock: then empty at
+   * once, without waiting.
+   */
+  public Uni<Optional<Epoch>> tryLock(SqlClient client, long epochId) {
+    return client
+        .preparedQuery(
+            "SELECT "
+                + Epoch.COLUMNS
+                + " FROM rollcall.epochs WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED")
+        .execute(Tuple.of(epochId))
+        .map(Epochs::first);
+  }
+
   /** Records a cut page: the new cursor, whether the scan is finished, and the runs it read. */
   public Uni<Void> advance(
       SqlClient client, long epochId, Optional<String> cursor, boolean scanDone, int scanned) {

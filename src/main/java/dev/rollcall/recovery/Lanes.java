@@ -20,6 +20,11 @@ final class Lanes {
     return Admission.run(work, start -> enter(key, start), () -> release(key));
   }
 
+  /** True when no work of this key is running or waiting (a glance: it may change at once). */
+  synchronized boolean idle(long key) {
+    return !waiting.containsKey(key);
+  }
+
   /** Opens the key's lane (true), or queues the start behind the work already in it. */
   private synchronized boolean enter(long key, Runnable start) {
     ArrayDeque<Runnable> queue = waiting.get(key);

@@ -49,6 +49,15 @@ public interface RunSource {
       int limit,
       Duration activityFence);
 
+  /**
+   * As {@link #page}, strictly after the scan cursor that the row of epoch {@code epochId} holds
+   * when this statement runs (the row must hold one). Sent right behind the statement that locks
+   * that row, on the same connection, it reads the page the lock holder may cut without waiting for
+   * the lock's answer first: the lock is held for one round trip fewer.
+   */
+  Uni<List<ScannedRun>> pageAfterEpochCursor(
+      SqlClient client, Snapshot snapshot, long epochId, int limit, Duration activityFence);
+
   /** The current state of these runs, whatever their status; runs that do not exist are absent. */
   Uni<Map<String, ScannedRun>> lookup(
       SqlClient client, Collection<String> runIds, Duration activityFence);

@@ -193,6 +193,23 @@ public final class TableSource implements RunSource {
       Optional<String> after,
       int limit,
       Duration activityFence) {
+    return page(client, snapshot, after, null, limit, activityFence);
+  }
+
+  @Override
+  public Uni<List<ScannedRun>> pageAfterEpochCursor(
+      SqlClient client, Snapshot snapshot, long epochId, int limit, Duration activityFence) {
+    return page(client, snapshot, Optional.empty(), epochId, limit, activityFence);
+  }
+
+  /** A page after {@code after}, or after the cursor of the epoch {@code epochId} if not null. */
+  private Uni<List<ScannedRun>> page(
+      SqlClient client,
+      Snapshot snapshot,
+      Optional<String> after,
+      Long epochId,
+      int limit,
+      Duration activityFence) {
     if (snapshot.maxRunId() == null) {
       return Uni.createFrom().item(List.of());
     }
@@ -227,6 +244,18 @@ public final class TableSource implements RunSource {
                         .append("::text)::")
                         .append(c.idType());
                   });
+              if (epochId != null) {
+                // Read by this statement (a new snapshot: it sees the cursor the last holder of
+                // the epoch's lock committed), once, as an init plan; the index range scan starts
+                // there.
+                params.add(epochId);
+                sql.append(" AND ")
+                    .append(id)
+                    .append(" > ((SELECT e.scan_cursor FROM rollcall.epochs e WHERE e.id = $")
+                    .append(params.size())
+                    .append("::bigint)::text)::")
+                    .append(c.idType());
+              }
               params.add(limit);
               sql.append(" ORDER BY ").append(id).append(" LIMIT $").append(params.size());
               return client.preparedQuery(sql.toString()).execute(Tuple.from(params));

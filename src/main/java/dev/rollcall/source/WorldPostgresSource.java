@@ -135,33 +135,37 @@ public final class WorldPostgresSource implements RunSource {
                 + ".workflow_events e WHERE e.run_id = r.run_id ORDER BY e.id DESC LIMIT 1)"
                 + " = 'hook_created'",
             Tuple.of((Object) ids));
-    return openSteps.chain(
-        steps ->
-            dueWaits.chain(
-                waits ->
-                    recentEvents.chain(
-                        recent ->
-                            queued.chain(
-                                jobs ->
-                                    stranded.chain(
-                                        owners ->
-                                            lastHookCreated.map(
-                                                hooks -> {
-                                                  Map<String, Evidence> evidence = new HashMap<>();
-                                                  for (String id : ids) {
-                                                    evidence.put(
-                                                        id,
-                                                        new Evidence(
-                                                            steps.contains(id),
-                                                            waits.contains(id),
-                                                            Boolean.TRUE.equals(jobs.get(id)),
-                                                            recent.contains(id),
-                                                            owners.get(id),
-                                                            hooks.contains(id)
-                                                                && !jobs.containsKey(id)));
-                                                  }
-                                                  return evidence;
-                                                }))))));
+    // The six reads are independent: sent together, they are pipelined on the transaction's
+    // connection (one round trip, not six). PostgreSQL still runs them one after another, in this
+    // order; if one fails, the rest fail with the transaction and the caller's savepoint is rolled
+    // back after all of them.
+    return Uni.combine()
+        .all()
+        .unis(openSteps, dueWaits, recentEvents, queued, stranded, lastHookCreated)
+        .collectFailures()
+        .asTuple()
+        .map(
+            t -> {
+              Set<String> steps = t.getItem1();
+              Set<String> waits = t.getItem2();
+              Set<String> recent = t.getItem3();
+              Map<String, Boolean> jobs = t.getItem4();
+              Map<String, String> owners = t.getItem5();
+              Set<String> hooks = t.getItem6();
+              Map<String, Evidence> evidence = new HashMap<>();
+              for (String id : ids) {
+                evidence.put(
+                    id,
+                    new Evidence(
+                        steps.contains(id),
+                        waits.contains(id),
+                        Boolean.TRUE.equals(jobs.get(id)),
+                        recent.contains(id),
+                        owners.get(id),
+                        hooks.contains(id) && !jobs.containsKey(id)));
+              }
+              return evidence;
+            });
   }
 
   /**
@@ -337,6 +341,12 @@ public final class WorldPostgresSource implements RunSource {
       int limit,
       Duration activityFence) {
     return runs.page(client, snapshot, after, limit, activityFence);
+  }
+
+  @Override
+  public Uni<List<ScannedRun>> pageAfterEpochCursor(
+      SqlClient client, Snapshot snapshot, long epochId, int limit, Duration activityFence) {
+    return runs.pageAfterEpochCursor(client, snapshot, epochId, limit, activityFence);
   }
 
   @Override
