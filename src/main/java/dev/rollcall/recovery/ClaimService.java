@@ -320,36 +320,22 @@ public class ClaimService {
       return Uni.createFrom().item(Plan.from(order, first, Optional.empty()));
     }
     int index = first;
-    Epoch view = order.get(index);
-    // While the epoch is being scanned, its next page is read in the lock's round trip (see
-    // lockAndStep); if the lock is taken, that read is wasted.
-    Uni<List<ScannedRun>> page =
-        scansAhead(view)
-            ? unavailableIfFails(
-                source,
-                source.pageAfterEpochCursor(
-                    conn, view.snapshot(), view.id(), maxRuns, config.effectiveActivityFence()))
-            : Uni.createFrom().item(List.of());
-    return Uni.combine()
-        .all()
-        .unis(epochs.tryLock(conn, view.id()), page)
-        .asTuple()
+    // No page is read ahead here: claims of this replica in their first look race for the lock
+    // (none of them is in the lane yet), and the losers' pages would be read for nothing.
+    return epochs
+        .tryLock(conn, order.get(index).id())
         .chain(
-            t -> {
-              if (t.getItem1().isEmpty()) {
+            locked -> {
+              if (locked.isEmpty()) {
                 return Uni.createFrom().item(Plan.from(order, index, Optional.empty()));
               }
               metrics.epochLock(caller.namespace(), "at-once");
-              Epoch locked = t.getItem1().get();
-              Uni<Served> served =
-                  scansAhead(view)
-                      ? stepWithPage(conn, source, caller, locked, t.getItem2(), maxRuns)
-                      : underLock(conn, source, caller, locked, maxRuns);
-              return served.map(
-                  s ->
-                      s.batch().isPresent() || s.range().isPresent()
-                          ? Plan.found(order, s)
-                          : Plan.from(order, index + 1, s.waitMs()));
+              return underLock(conn, source, caller, locked.get(), maxRuns)
+                  .map(
+                      s ->
+                          s.batch().isPresent() || s.range().isPresent()
+                              ? Plan.found(order, s)
+                              : Plan.from(order, index + 1, s.waitMs()));
             });
   }
 
