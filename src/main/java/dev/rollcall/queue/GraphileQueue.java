@@ -132,20 +132,28 @@ public final class GraphileQueue implements QueueLocks {
    */
   private Uni<Void> learnAtDeath(SqlClient client, UUID instanceId) {
     return client
-        .preparedQuery(
-            "INSERT INTO rollcall.queue_workers (namespace, worker_id, instance_id, message_id)"
-                + " SELECT DISTINCT ON (j.locked_by) $2, j.locked_by, $1, m.message_id"
-                + " FROM rollcall.ownership_messages m, "
-                + schema
-                + "._private_jobs j JOIN "
-                + schema
-                + "._private_tasks t ON t.id = j.task_id"
-                + " WHERE m.instance_id = $1 AND j.locked_by IS NOT NULL"
-                + " AND m.message_id IN (j.key, j.payload ->> 'messageId')"
-                + " AND j.locked_at <= m.reported_at AND t.identifier = ANY($3::text[])"
-                + " ORDER BY j.locked_by, j.id ON CONFLICT DO NOTHING")
+        .preparedQuery(learnAtDeathSql())
         .execute(Tuple.of(instanceId, namespace, taskIdentifiers.toArray(String[]::new)))
         .replaceWithVoid();
+  }
+
+  /** The statement of {@link #learnAtDeath}: $1 the instance, $2 the namespace, $3 the tasks. */
+  String learnAtDeathSql() {
+    return "INSERT INTO rollcall.queue_workers (namespace, worker_id, instance_id, message_id)"
+        + " SELECT DISTINCT ON (j.locked_by) $2, j.locked_by, $1, m.message_id"
+        + " FROM rollcall.ownership_messages m, "
+        + schema
+        + "._private_jobs j JOIN "
+        + schema
+        + "._private_tasks t ON t.id = j.task_id"
+        + " WHERE m.instance_id = $1 AND j.locked_by IS NOT NULL"
+        // Uncorrelated, so PostgreSQL checks it once before reading any job (a one-time
+        // filter): an instance that reported no message costs no read of the queue.
+        + " AND EXISTS (SELECT 1 FROM rollcall.ownership_messages m0"
+        + "   WHERE m0.instance_id = $1)"
+        + " AND m.message_id IN (j.key, j.payload ->> 'messageId')"
+        + " AND j.locked_at <= m.reported_at AND t.identifier = ANY($3::text[])"
+        + " ORDER BY j.locked_by, j.id ON CONFLICT DO NOTHING";
   }
 
   /**
@@ -157,31 +165,44 @@ public final class GraphileQueue implements QueueLocks {
       SqlClient client, UUID instanceId, List<String> registeredWorkerIds) {
     return unlock(
         client,
-        "SELECT j.id, j.locked_by, j.locked_at, t.identifier, j.job_queue_id, j.key,"
-            + "   j.payload::text AS payload, $3::uuid AS owner_id,"
-            + "   CASE WHEN j.locked_by = ANY($1::text[]) THEN 'named by instance ' || $3::uuid"
-            + "   ELSE 'learned for instance ' || $3::uuid || ' from message ' || w.message_id"
-            + "   || ' at ' || w.learned_at END AS proof"
-            + " FROM "
-            + schema
-            + "._private_jobs j JOIN "
-            + schema
-            + "._private_tasks t ON t.id = j.task_id"
-            + " LEFT JOIN rollcall.queue_workers w ON w.namespace = $4 AND w.worker_id = j.locked_by"
-            + "   AND w.instance_id = $3::uuid"
-            + " WHERE (j.locked_by = ANY($1::text[]) OR w.worker_id IS NOT NULL)"
-            + " AND t.identifier = ANY($2::text[])"
-            + " AND j.locked_by NOT IN (SELECT lw.worker_id FROM ("
-            + liveWorkers("$4")
-            + ") AS lw(worker_id) WHERE lw.worker_id IS NOT NULL)"
-            + " AND NOT "
-            + reportedLive("$4")
-            + " FOR UPDATE OF j",
+        releaseTargetSql(),
         Tuple.of(
             registeredWorkerIds.toArray(String[]::new),
             taskIdentifiers.toArray(String[]::new),
             instanceId,
             namespace));
+  }
+
+  /**
+   * The jobs {@link #release} unlocks: $1 the worker ids the instance named, $2 the tasks, $3 the
+   * instance, $4 the namespace.
+   */
+  String releaseTargetSql() {
+    return "SELECT j.id, j.locked_by, j.locked_at, t.identifier, j.job_queue_id, j.key,"
+        + "   j.payload::text AS payload, $3::uuid AS owner_id,"
+        + "   CASE WHEN j.locked_by = ANY($1::text[]) THEN 'named by instance ' || $3::uuid"
+        + "   ELSE 'learned for instance ' || $3::uuid || ' from message ' || w.message_id"
+        + "   || ' at ' || w.learned_at END AS proof"
+        + " FROM "
+        + schema
+        + "._private_jobs j JOIN "
+        + schema
+        + "._private_tasks t ON t.id = j.task_id"
+        + " LEFT JOIN rollcall.queue_workers w ON w.namespace = $4 AND w.worker_id = j.locked_by"
+        + "   AND w.instance_id = $3::uuid"
+        + " WHERE (j.locked_by = ANY($1::text[]) OR w.worker_id IS NOT NULL)"
+        // Uncorrelated, so checked once before reading any job (a one-time filter): an
+        // instance that named no worker and had none learned costs no read of the queue, which
+        // may hold every job of a deploy's recovery.
+        + " AND (cardinality($1::text[]) > 0 OR EXISTS (SELECT 1 FROM rollcall.queue_workers w0"
+        + "   WHERE w0.namespace = $4 AND w0.instance_id = $3::uuid))"
+        + " AND t.identifier = ANY($2::text[])"
+        + " AND j.locked_by NOT IN (SELECT lw.worker_id FROM ("
+        + liveWorkers("$4")
+        + ") AS lw(worker_id) WHERE lw.worker_id IS NOT NULL)"
+        + " AND NOT "
+        + reportedLive("$4")
+        + " FOR UPDATE OF j";
   }
 
   /**
