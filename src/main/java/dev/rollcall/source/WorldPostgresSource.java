@@ -221,33 +221,8 @@ public final class WorldPostgresSource implements RunSource {
    */
   private Uni<Map<String, Boolean>> queuedJobs(
       SqlClient client, Long epochId, String[] ids, Duration activityFence) {
-    // Every job of the page's runs, each with whether it can wake its run now; a run absent from
-    // the answer has no job at all (the parked-on-hook proof needs that). A keyed job locked within
-    // the activity fence counts too, whoever locked it: a live process reports the message it
-    // executes within the fence (then its worker is learned), and a dead one's lock is released
-    // as an orphan once it is older (GraphileQueue.releaseOrphanedLocks). Without this, a peer
-    // that had just picked up a run (the owner's message, released a moment ago) would see the
-    // run re-driven beside it.
-    String live =
-        "bool_or(j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
-            + GraphileQueue.liveWorkers("$2")
-            + ") OR (j.key IS NOT NULL"
-            + " AND j.locked_at > now() - $4::bigint * interval '1 millisecond'))) AS live";
-    String sql =
-        epochId != null
-            ? "SELECT w.run_id, "
-                + live
-                + " FROM rollcall.epoch_wake_jobs w"
-                + " JOIN graphile_worker._private_jobs j ON j.id = w.job_id"
-                + " WHERE w.run_id = ANY($1::text[]) AND w.epoch_id = $3 GROUP BY w.run_id"
-            : "SELECT rollcall.engine_run_id(j.payload) AS run_id, "
-                + live
-                + " FROM graphile_worker._private_jobs j"
-                + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
-                + " WHERE t.identifier = $3 AND rollcall.engine_run_id(j.payload) = ANY($1::text[])"
-                + " GROUP BY 1";
     return client
-        .preparedQuery(sql)
+        .preparedQuery(queuedJobsSql(epochId != null))
         .execute(
             Tuple.of(
                 ids,
@@ -260,6 +235,45 @@ public final class WorldPostgresSource implements RunSource {
               rows.forEach(r -> jobs.put(r.getString("run_id"), r.getBoolean("live")));
               return jobs;
             });
+  }
+
+  /**
+   * The statement of {@link #queuedJobs}: $1 the run ids, $2 the namespace, $3 the epoch (or the
+   * workflow task without one), $4 the activity fence in ms.
+   */
+  String queuedJobsSql(boolean withEpoch) {
+    // Every job of the page's runs, each with whether it can wake its run now; a run absent from
+    // the answer has no job at all (the parked-on-hook proof needs that). A keyed job locked within
+    // the activity fence counts too, whoever locked it: a live process reports the message it
+    // executes within the fence (then its worker is learned), and a dead one's lock is released
+    // as an orphan once it is older (GraphileQueue.releaseOrphanedLocks). Without this, a peer
+    // that had just picked up a run (the owner's message, released a moment ago) would see the
+    // run re-driven beside it.
+    String live =
+        "bool_or(j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
+            + GraphileQueue.liveWorkers("$2")
+            + ") OR (j.key IS NOT NULL"
+            + " AND j.locked_at > now() - $4::bigint * interval '1 millisecond'))) AS live";
+    return withEpoch
+        // Probes, by index, the page's runs in the epoch's decoded jobs and each job by its
+        // id. OFFSET 0 keeps each lateral subquery a probe: joined flat, the planner may
+        // hash the whole jobs table for every page, and that table holds every job the pass
+        // itself adds (a scan of 100 000 jobs and more per page, late in a large pass).
+        ? "SELECT u.run_id, "
+            + live
+            + " FROM unnest($1::text[]) AS u(run_id)"
+            + " JOIN LATERAL (SELECT w.job_id FROM rollcall.epoch_wake_jobs w"
+            + "   WHERE w.epoch_id = $3 AND w.run_id = u.run_id OFFSET 0) w ON true"
+            + " JOIN LATERAL (SELECT j.attempts, j.max_attempts, j.locked_by, j.locked_at,"
+            + "   j.key FROM graphile_worker._private_jobs j WHERE j.id = w.job_id OFFSET 0) j"
+            + "   ON true"
+            + " GROUP BY u.run_id"
+        : "SELECT rollcall.engine_run_id(j.payload) AS run_id, "
+            + live
+            + " FROM graphile_worker._private_jobs j"
+            + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+            + " WHERE t.identifier = $3 AND rollcall.engine_run_id(j.payload) = ANY($1::text[])"
+            + " GROUP BY 1";
   }
 
   @Override

@@ -59,6 +59,9 @@ class GraphileQueuePlanTest {
       c.setAutoCommit(false);
       // A queue to read: without jobs the planner may skip the scan for reasons of its own.
       st.execute(
+          "INSERT INTO graphile_worker._private_tasks (identifier) VALUES ('workflow_flows')"
+              + " ON CONFLICT DO NOTHING");
+      st.execute(
           "INSERT INTO graphile_worker._private_jobs (task_id, payload, key)"
               + " SELECT t.id, '{}'::json, 'plan-test-' || g FROM graphile_worker._private_tasks t,"
               + " generate_series(1, 1000) g WHERE t.identifier = 'workflow_flows'");
