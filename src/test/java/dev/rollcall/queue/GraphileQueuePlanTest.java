@@ -2,11 +2,8 @@ package dev.rollcall.queue;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Plans;
 import dev.rollcall.testing.ServiceTest;
-import java.sql.Connection;
-import java.sql.ResultSet;
-import java.sql.Statement;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
@@ -52,29 +49,8 @@ class GraphileQueuePlanTest {
         .allMatch(l -> l.contains("never executed"));
   }
 
-  /** EXPLAIN ANALYZE of the statement with these parameters, in a transaction rolled back. */
   private static String explain(String sql, String types, String args) throws Exception {
-    try (Connection c = Db.database().connect();
-        Statement st = c.createStatement()) {
-      c.setAutoCommit(false);
-      // A queue to read: without jobs the planner may skip the scan for reasons of its own.
-      st.execute(
-          "INSERT INTO graphile_worker._private_tasks (identifier) VALUES ('workflow_flows')"
-              + " ON CONFLICT DO NOTHING");
-      st.execute(
-          "INSERT INTO graphile_worker._private_jobs (task_id, payload, key)"
-              + " SELECT t.id, '{}'::json, 'plan-test-' || g FROM graphile_worker._private_tasks t,"
-              + " generate_series(1, 1000) g WHERE t.identifier = 'workflow_flows'");
-      st.execute("ANALYZE graphile_worker._private_jobs");
-      st.execute("PREPARE planned(" + types + ") AS " + sql);
-      StringBuilder plan = new StringBuilder();
-      try (ResultSet rs = st.executeQuery("EXPLAIN ANALYZE EXECUTE planned(" + args + ")")) {
-        while (rs.next()) {
-          plan.append(rs.getString(1)).append('\n');
-        }
-      }
-      c.rollback();
-      return plan.toString();
-    }
+    // A queue to read: without jobs the planner may skip the scan for reasons of its own.
+    return Plans.explain(1000, st -> {}, sql, types, args);
   }
 }

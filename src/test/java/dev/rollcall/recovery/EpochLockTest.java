@@ -15,7 +15,6 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import jakarta.inject.Inject;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
@@ -54,13 +53,7 @@ class EpochLockTest extends ApiTestBase {
     double atOnce = locks("at-once");
     double queued = locks("queued");
     CompletableFuture<Api.Reply> claim;
-    try (Connection lock = Db.database().connect()) {
-      lock.setAutoCommit(false);
-      try (PreparedStatement st =
-          lock.prepareStatement("SELECT 1 FROM rollcall.epochs WHERE id = ? FOR NO KEY UPDATE")) {
-        st.setLong(1, batch.epochId());
-        st.executeQuery().close();
-      }
+    try (Connection lock = Db.holdingEpochLock(batch.epochId())) {
       claim = CompletableFuture.supplyAsync(() -> api.claim(second, 10));
       // The first transaction skipped the held lock and committed; the claim now waits for the
       // lock in a transaction of its own (the plain FOR NO KEY UPDATE, not SKIP LOCKED).

@@ -11,7 +11,6 @@ import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -41,13 +40,7 @@ class GatedClaimsTest extends ApiTestBase {
     }
     ExecutorService senders = Executors.newFixedThreadPool(12);
     List<CompletableFuture<Api.Reply>> claims = new ArrayList<>();
-    try (Connection lock = Db.database().connect()) {
-      lock.setAutoCommit(false);
-      try (PreparedStatement st =
-          lock.prepareStatement("SELECT 1 FROM rollcall.epochs WHERE id = ? FOR NO KEY UPDATE")) {
-        st.setLong(1, batch.epochId());
-        st.executeQuery().close();
-      }
+    try (Connection lock = Db.holdingEpochLock(batch.epochId())) {
       // Twelve claims for the same epoch: one waits for its lock in the database, eleven in memory.
       for (Instance c : claimers) {
         claims.add(CompletableFuture.supplyAsync(() -> api.claim(c, 10), senders));

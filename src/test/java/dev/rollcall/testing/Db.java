@@ -1,5 +1,8 @@
 package dev.rollcall.testing;
 
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -16,12 +19,12 @@ public final class Db {
     bound = database;
   }
 
-  /** The first column of every row. */
   /** The bound database. */
   public static TestDatabase database() {
     return bound;
   }
 
+  /** The first column of every row. */
   public static List<String> column(String sql, Object... params) {
     return bound.column(sql, params);
   }
@@ -36,6 +39,21 @@ public final class Db {
 
   public static int update(String sql, Object... params) {
     return bound.update(sql, params);
+  }
+
+  /**
+   * A connection of its own holding the lock of epoch {@code epochId} as a claim takes it, until it
+   * rolls back or closes.
+   */
+  public static Connection holdingEpochLock(long epochId) throws SQLException {
+    Connection c = bound.connect();
+    c.setAutoCommit(false);
+    try (PreparedStatement st =
+        c.prepareStatement("SELECT 1 FROM rollcall.epochs WHERE id = ? FOR NO KEY UPDATE")) {
+      st.setLong(1, epochId);
+      st.executeQuery().close();
+    }
+    return c;
   }
 
   /** The active run ids of a test namespace's table. */

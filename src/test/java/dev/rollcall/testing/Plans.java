@@ -1,0 +1,54 @@
+package dev.rollcall.testing;
+
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+
+/**
+ * The plan PostgreSQL runs for a statement, with a queue of jobs in graphile's table (the tests'
+ * database has none, and the planner treats an empty table as it would not a full one). Everything
+ * is written in one transaction, rolled back.
+ */
+public final class Plans {
+
+  /** Extra setup of the transaction, after the jobs are queued and before the plan. */
+  @FunctionalInterface
+  public interface Setup {
+    void on(Statement st) throws Exception;
+  }
+
+  private Plans() {}
+
+  /**
+   * EXPLAIN ANALYZE of {@code sql} as a prepared statement of parameter {@code types}, executed
+   * with {@code args} (SQL literals), with {@code jobs} workflow jobs queued (keys {@code
+   * plan-test-1}…) and the tables analyzed after {@code setup}.
+   */
+  public static String explain(int jobs, Setup setup, String sql, String types, String args)
+      throws Exception {
+    try (Connection c = Db.database().connect();
+        Statement st = c.createStatement()) {
+      c.setAutoCommit(false);
+      st.execute(
+          "INSERT INTO graphile_worker._private_tasks (identifier) VALUES ('workflow_flows')"
+              + " ON CONFLICT DO NOTHING");
+      st.execute(
+          "INSERT INTO graphile_worker._private_jobs (task_id, payload, key)"
+              + " SELECT t.id, '{}'::json, 'plan-test-' || g FROM graphile_worker._private_tasks t,"
+              + " generate_series(1, "
+              + jobs
+              + ") g WHERE t.identifier = 'workflow_flows'");
+      setup.on(st);
+      st.execute("ANALYZE graphile_worker._private_jobs");
+      st.execute("PREPARE planned(" + types + ") AS " + sql);
+      StringBuilder plan = new StringBuilder();
+      try (ResultSet rs = st.executeQuery("EXPLAIN ANALYZE EXECUTE planned(" + args + ")")) {
+        while (rs.next()) {
+          plan.append(rs.getString(1)).append('\n');
+        }
+      }
+      c.rollback();
+      return plan.toString();
+    }
+  }
+}
