@@ -438,15 +438,9 @@ public class ClaimService {
       Epoch locked,
       List<ScannedRun> page,
       int maxRuns) {
-    if (!scansAhead(locked)) {
-      return underLock(conn, source, caller, locked, maxRuns);
-    }
-    return cutPage(conn, caller, locked, page, maxRuns)
-        .chain(
-            step ->
-                step.again() == null
-                    ? Uni.createFrom().item(step.served())
-                    : underLock(conn, source, caller, step.again(), maxRuns));
+    return scansAhead(locked)
+        ? untilServed(conn, source, caller, cutPage(conn, caller, locked, page, maxRuns), maxRuns)
+        : underLock(conn, source, caller, locked, maxRuns);
   }
 
   /**
@@ -536,12 +530,19 @@ public class ClaimService {
    */
   private Uni<Served> underLock(
       SqlClient conn, RunSource source, Caller caller, Epoch epoch, int maxRuns) {
-    return step(conn, source, caller, epoch, maxRuns)
-        .chain(
-            step ->
-                step.again() == null
-                    ? Uni.createFrom().item(step.served())
-                    : underLock(conn, source, caller, step.again(), maxRuns));
+    return untilServed(conn, source, caller, step(conn, source, caller, epoch, maxRuns), maxRuns);
+  }
+
+  /**
+   * What a step served, or, if it says {@code again}, the rest of the visit ({@link #underLock}).
+   */
+  private Uni<Served> untilServed(
+      SqlClient conn, RunSource source, Caller caller, Uni<Step> step, int maxRuns) {
+    return step.chain(
+        s ->
+            s.again() == null
+                ? Uni.createFrom().item(s.served())
+                : underLock(conn, source, caller, s.again(), maxRuns));
   }
 
   /** One step under the epoch lock: cut a page, else re-let, else re-check deferred runs. */
