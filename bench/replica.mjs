@@ -41,7 +41,9 @@ const nextCommand = async () => {
 };
 
 // withoutEngine: the client alone (the liveness suite restarts PostgreSQL, which the engine's
-// processes do not survive: an unhandled 'error' on its LISTEN connection ends them).
+// processes do not survive: an unhandled 'error' on its LISTEN connection ends them; the recovery
+// benchmark's "client alone" scenarios leave out the engine's queue, which here only waits for an
+// executor that never listens, trying two loopback connections every 50 ms).
 const world = config.withoutEngine
   ? null
   : createWorld({ connectionString: config.dbUrl, jobPrefix: 'workflow_', queueConcurrency: 1, maxPoolSize: 2 });

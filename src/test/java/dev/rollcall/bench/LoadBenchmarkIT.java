@@ -33,10 +33,10 @@ import org.junit.jupiter.api.Test;
 /**
  * Service load with default settings against the packaged service: {@code bench.instances}
  * simulated instances (1 000) heartbeating every 3 s, plus {@code bench.claimers} (64) claimers
- * running boot passes back to back, for {@code bench.seconds} (30). Prints throughput, p50/p99
- * latency, errors and the service's resident memory. All traffic on loopback; bounded in time. Run
- * with {@code ./mvnw -B verify -Pbench -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false
- * -Dit.test=LoadBenchmarkIT}.
+ * running boot passes, each claiming every {@code bench.claim-ms} (1 000; 0: back to back), for
+ * {@code bench.seconds} (30). Prints throughput, p50/p99 latency, errors and the service's resident
+ * memory. All traffic on loopback; bounded in time. Run with {@code ./mvnw -B verify -Pbench
+ * -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=LoadBenchmarkIT}.
  */
 @Tag("benchmark")
 class LoadBenchmarkIT {
@@ -162,26 +162,42 @@ class LoadBenchmarkIT {
     ScheduledExecutorService sampler = Executors.newSingleThreadScheduledExecutor();
     sampler.scheduleAtFixedRate(
         () -> peakRss.accumulateAndGet(service.residentMiB(), Math::max), 0, 1, TimeUnit.SECONDS);
+    // Each claimer sends a claim every bench.claim-ms (open loop, like the heartbeats): claim k is
+    // due at a fixed time and its latency counts from then, so a claim sent late because the one
+    // before it was slow is charged for the wait. 0 sends each claim as soon as the last one is
+    // answered and completed (back to back: the service's claim throughput, where a claim's
+    // latency is the number of claimers divided by the claims served a second).
+    long claimPeriodNanos = TimeUnit.MILLISECONDS.toNanos(Long.getLong("bench.claim-ms", 1000));
+    AtomicLong batchesHandedOut = new AtomicLong();
     ExecutorService claiming = Executors.newFixedThreadPool(Math.max(1, claimerCount));
     for (int c = 0; c < claimerCount; c++) {
       int me = c;
       claiming.submit(
           () -> {
-            while (System.nanoTime() < deadline[0]) {
+            long next =
+                window[0]
+                    + (claimPeriodNanos == 0
+                        ? 0
+                        : ThreadLocalRandom.current().nextLong(claimPeriodNanos));
+            while (next < deadline[0]) {
               // Each claimer plays a replica of a new deploy of the large namespace, again and
               // again: a boot pass shared by the claimers that joined the same deploy.
               String deploy = "load-" + (me % 8) + "-" + System.nanoTime() / 5_000_000_000L;
               Instance i = api.register(SourceTables.LARGE, deploy, "claimer-" + me);
-              while (System.nanoTime() < deadline[0]) {
-                long t0 = System.nanoTime();
+              while (next < deadline[0]) {
+                long due = claimPeriodNanos == 0 ? System.nanoTime() : next;
+                sleep((due - System.nanoTime()) / 1_000_000);
                 Api.Reply r;
                 try {
                   r = api.claim(i, 500);
                 } catch (RuntimeException e) {
                   error(errorsByKind, "claim " + e.getClass().getSimpleName());
+                  next = Math.max(due + claimPeriodNanos, System.nanoTime());
                   continue;
                 }
-                claimMs.add((System.nanoTime() - t0) / 1_000_000);
+                long answered = System.nanoTime();
+                claimMs.add((answered - due) / 1_000_000);
+                next = due + claimPeriodNanos;
                 if (r.status() != 200) {
                   error(errorsByKind, "claim " + r.status());
                   break;
@@ -191,10 +207,18 @@ class LoadBenchmarkIT {
                   break;
                 }
                 if (status.equals("wait")) {
-                  sleep(r.body().get("retryAfterMs").asLong());
+                  // The service says when to come back: the next claim is due then at the
+                  // earliest.
+                  next =
+                      Math.max(
+                          next,
+                          answered
+                              + TimeUnit.MILLISECONDS.toNanos(
+                                  r.body().get("retryAfterMs").asLong()));
                   continue;
                 }
                 Batch b = Api.batch(r.body().get("batch"));
+                batchesHandedOut.incrementAndGet();
                 runsHandedOut.addAndGet(b.runIds().size());
                 int done = api.complete(i, b, List.of()).status();
                 if (done != 200) {
@@ -226,7 +250,8 @@ class LoadBenchmarkIT {
         "%nService load (%d instances heartbeating every %d ms, %d claimers, %d s)%n"
             + "  heartbeats  %6d (%.0f/s)  p50 %d ms  p99 %d ms  (open loop: from when due;"
             + " %d leases lost)%n"
-            + "  claims      %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%d runs handed out)%n"
+            + "  claims      %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%s; %d batches, %d runs"
+            + " handed out)%n"
             + "  registering %d instances took %d ms; the window opened %d s later%n"
             + "  errors      %s%n"
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
@@ -248,6 +273,12 @@ class LoadBenchmarkIT {
         claimMs.size() / (double) seconds,
         percentile(claimMs, 0.50),
         percentile(claimMs, 0.99),
+        claimPeriodNanos == 0
+            ? "back to back"
+            : "each claimer every "
+                + claimPeriodNanos / 1_000_000
+                + " ms, open loop: from when due",
+        batchesHandedOut.get(),
         runsHandedOut.get(),
         instanceCount,
         registerMs,
@@ -299,6 +330,9 @@ class LoadBenchmarkIT {
   }
 
   private static void sleep(long ms) {
+    if (ms <= 0) {
+      return;
+    }
     try {
       Thread.sleep(ms);
     } catch (InterruptedException e) {

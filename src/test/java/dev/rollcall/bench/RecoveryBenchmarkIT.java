@@ -31,7 +31,9 @@ import org.junit.jupiter.api.Test;
  *
  * <p>{@code bench/run recovery} runs it; {@code -Dbench.runs=10000,100000}, {@code
  * -Dbench.replicas=1,4,16}, {@code -Dbench.engine-cap=300} (seconds after which an engine scenario
- * is stopped and reported as unfinished).
+ * is stopped and reported as unfinished), {@code -Dbench.scenarios=engine,rollcall} ({@code
+ * client-alone} adds Rollcall's scenarios with replicas that run the client without the engine's
+ * world beside it).
  */
 @Tag("benchmark")
 class RecoveryBenchmarkIT {
@@ -94,8 +96,8 @@ class RecoveryBenchmarkIT {
     EngineMix.seed(db, 20_000, 3, EngineMix.DEPLOY_MIX);
     seedJobs = EngineMix.lastJobId(db);
     rowsReadMark = EngineMix.runsRowsRead(db);
-    rollcall(2, 2);
-    rollcall(2, 2);
+    rollcall(2, 2, true);
+    rollcall(2, 2, true);
   }
 
   /** Every scenario on R active runs; returns the printed report. */
@@ -114,11 +116,11 @@ class RecoveryBenchmarkIT {
     rowsReadMark = settledRowsRead();
 
     Map<String, Result> results = new LinkedHashMap<>();
-    if (scenarios.contains("rollcall")) {
+    if (scenarios.contains("rollcall") || scenarios.contains("client-alone")) {
       // One unmeasured pass on this seed through both service replicas: the first 100 000-run
       // pass after the small warm-up still compiled code (its service used 6.6 s of CPU, the two
       // of the next pass 2.7 s together).
-      rollcall(1, 2);
+      rollcall(1, 2, true);
       EngineMix.removeAddedJobs(db, seedJobs);
       Thread.sleep(STATS_FLUSH.toMillis());
       rowsReadMark = settledRowsRead();
@@ -140,8 +142,12 @@ class RecoveryBenchmarkIT {
         results.put("engine N=" + n, engine(n));
       }
       if (scenarios.contains("rollcall")) {
-        results.put("rollcall N=" + n + ", 1 replica", rollcall(n, 1));
-        results.put("rollcall N=" + n + ", 2 replicas", rollcall(n, 2));
+        results.put("rollcall N=" + n + ", 1 replica", rollcall(n, 1, true));
+        results.put("rollcall N=" + n + ", 2 replicas", rollcall(n, 2, true));
+      }
+      if (scenarios.contains("client-alone")) {
+        results.put("rollcall N=" + n + ", 1 replica, client alone", rollcall(n, 1, false));
+        results.put("rollcall N=" + n + ", 2 replicas, client alone", rollcall(n, 2, false));
       }
     }
 
@@ -308,8 +314,13 @@ class RecoveryBenchmarkIT {
     return race(replicas, engineCap, List.of());
   }
 
-  /** N replicas with the Rollcall client, spread over {@code serviceCount} service replicas. */
-  private Result rollcall(int n, int serviceCount) throws Exception {
+  /**
+   * N replicas with the Rollcall client, spread over {@code serviceCount} service replicas. With
+   * {@code withEngine} each replica also starts the engine's world (without its recovery), as an
+   * application does; its queue then waits for an executor that never listens, trying two loopback
+   * connections every 50 ms. Without it the replica runs the client and its enqueuer alone.
+   */
+  private Result rollcall(int n, int serviceCount, boolean withEngine) throws Exception {
     String deploymentId = "bench-" + UUID.randomUUID();
     List<NodeReplica> replicas = new ArrayList<>();
     for (int i = 0; i < n; i++) {
@@ -321,6 +332,7 @@ class RecoveryBenchmarkIT {
       config.put("secret", SECRET);
       config.put("deploymentId", deploymentId);
       config.put("maxRuns", batch);
+      config.put("withoutEngine", !withEngine);
       replicas.add(NodeReplica.start("bench-rollcall-" + i, db, config));
     }
     Result r = race(replicas, Duration.ofMinutes(10), services.subList(0, serviceCount));
