@@ -68,22 +68,46 @@ public class CompletionService {
         .invoke(e -> metrics.batch(caller.namespace(), "refused"));
   }
 
+  /**
+   * The complete commits in one transaction; closing the epoch, when its scan is done, takes the
+   * epoch's lock in a second one. Taking that lock while the batch's row lock is still held would
+   * order the two locks the other way round from a claim that closes a superseded epoch (epoch,
+   * then its batches) and from a cut: PostgreSQL then kills one of them as a deadlock victim. A
+   * retried complete tries the close again, so a close that failed after its complete committed is
+   * not lost; a boot epoch's waiting claimers also close it when they look again.
+   */
   private Uni<Completion> decide(Caller caller, long batchId, int fence, Set<String> failedIds) {
     return pool.withTransaction(
-        conn ->
-            InstanceService.requireLive(conn, caller.instanceId())
-                .chain(() -> lockBatch(conn, caller, batchId))
-                .chain(held -> checkHolder(conn, caller, batchId, fence, held))
-                .chain(
-                    held -> {
-                      if ("completed".equals(held.state())) {
-                        // A retried complete (the first answer was lost): same outcome, no change.
-                        return Uni.createFrom().item(new Completion(batchId, 0, 0, 0, true));
-                      }
-                      return checkFailedIds(conn, batchId, failedIds)
-                          .chain(() -> finish(conn, caller, batchId, held, failedIds));
-                    }));
+            conn ->
+                InstanceService.requireLive(conn, caller.instanceId())
+                    .chain(() -> lockBatch(conn, caller, batchId))
+                    .chain(held -> checkHolder(conn, caller, batchId, fence, held))
+                    .chain(
+                        held -> {
+                          if ("completed".equals(held.state())) {
+                            // A retried complete (the first answer was lost): same outcome, no
+                            // change.
+                            return Uni.createFrom()
+                                .item(
+                                    new Decided(
+                                        new Completion(batchId, 0, 0, 0, true),
+                                        held.epochId(),
+                                        held.scanDone()));
+                          }
+                          return checkFailedIds(conn, batchId, failedIds)
+                              .chain(() -> finish(conn, caller, batchId, held, failedIds))
+                              .map(done -> new Decided(done, held.epochId(), held.scanDone()));
+                        }))
+        .call(
+            decided ->
+                decided.scanDone()
+                    ? closeIfFinished(decided.epochId())
+                    : Uni.createFrom().voidItem())
+        .map(Decided::completion);
   }
+
+  /** A complete's outcome, and what its epoch's close needs to know once it has committed. */
+  private record Decided(Completion completion, long epochId, boolean scanDone) {}
 
   private Uni<Held> lockBatch(SqlClient conn, Caller caller, long batchId) {
     return conn.preparedQuery(
@@ -167,11 +191,6 @@ public class CompletionService {
                             + " AND outcome IN ('leased', 'abandoned')")
                     .execute(Tuple.of(batchId, held.fence(), failed)))
         .chain(() -> retry ? retryBatch(conn, batchId, held, failed) : Uni.createFrom().voidItem())
-        .chain(
-            () ->
-                held.scanDone()
-                    ? closeIfFinished(conn, held.epochId())
-                    : Uni.createFrom().voidItem())
         .map(
             ignored -> {
               int n = failed.length;
@@ -205,13 +224,20 @@ public class CompletionService {
         .replaceWithVoid();
   }
 
-  /** Takes the epoch lock first, so the check sees every batch committed before it. */
-  private Uni<Void> closeIfFinished(SqlClient conn, long epochId) {
-    return epochs
-        .lock(conn, epochId)
-        .chain(
-            epoch ->
-                epoch.open() ? epochs.closeIfFinished(conn, epochId) : Uni.createFrom().item(false))
-        .replaceWithVoid();
+  /**
+   * In a transaction of its own, after the complete committed: takes the epoch lock first, so the
+   * check sees every batch committed before it (this complete's included).
+   */
+  private Uni<Void> closeIfFinished(long epochId) {
+    return pool.withTransaction(
+        conn ->
+            epochs
+                .lock(conn, epochId)
+                .chain(
+                    epoch ->
+                        epoch.open()
+                            ? epochs.closeIfFinished(conn, epochId)
+                            : Uni.createFrom().item(false))
+                .replaceWithVoid());
   }
 }

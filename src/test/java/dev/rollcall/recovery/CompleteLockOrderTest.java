@@ -1,0 +1,78 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Batch;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The complete of a pass's last batch and a claim that closes the same epoch as superseded take
+ * their locks in one order: no deadlock victim, and the complete still closes the epoch.
+ */
+@ServiceTest
+class CompleteLockOrderTest extends ApiTestBase {
+
+  @Test
+  void theLastCompleteAndASupersedingCloseDoNotDeadlock() throws Exception {
+    Instance holder = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder");
+    Batch last = api.claimBatch(holder, 5000);
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND scan_done AND state = 'open'",
+            last.epochId()),
+        "one page covers the namespace: its batch is the pass's last");
+
+    CompletableFuture<Api.Reply> complete;
+    // A claim opening the next deploy's boot epoch closes this one as superseded: the epoch's row
+    // first (the lock a cut holds too), then its ready and leased batches (Epochs.close).
+    try (Connection closing = Db.holdingEpochLock(last.epochId())) {
+      complete = CompletableFuture.supplyAsync(() -> api.complete(holder, last, List.of()));
+      Poll.until(
+          "the complete waits for the epoch's lock",
+          Duration.ofSeconds(10),
+          () ->
+              Db.number(
+                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                          + " AND query LIKE '%FOR NO KEY UPDATE%'"
+                          + " AND query NOT LIKE '%SKIP LOCKED%'")
+                  == 1);
+      // Had the complete kept its batch's row lock while it waited, this statement would wait for
+      // the complete, and PostgreSQL would end one of the two as a deadlock victim.
+      try (PreparedStatement st =
+          closing.prepareStatement(
+              "UPDATE rollcall.batches SET state = 'abandoned', completed_at = now()"
+                  + " WHERE epoch_id = ? AND state IN ('ready', 'leased')")) {
+        st.setLong(1, last.epochId());
+        assertEquals(
+            0,
+            st.executeUpdate(),
+            "the batch was completed before the close looked (a complete ended as the deadlock"
+                + " victim leaves it leased)");
+      }
+      closing.rollback();
+    }
+    complete.get(30, TimeUnit.SECONDS).expect(200);
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
+                + " AND close_reason = 'completed'",
+            last.epochId()),
+        "the complete closed the finished epoch once the lock was free");
+  }
+}
