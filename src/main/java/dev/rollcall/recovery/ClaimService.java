@@ -748,7 +748,7 @@ public class ClaimService {
                   .chain(
                       verdicts ->
                           deferrals
-                              .resolve(conn, epoch.id(), due)
+                              .resolve(conn, epoch, due)
                               .chain(() -> record(conn, epoch, verdicts))
                               .chain(
                                   () ->

@@ -58,20 +58,21 @@ public class Deferrals {
   }
 
   /** The re-check happened: the runs leave the deferred set and their deferral is resolved. */
-  public Uni<Void> resolve(SqlClient client, long epochId, List<String> runIds) {
+  public Uni<Void> resolve(SqlClient client, Epoch epoch, List<String> runIds) {
     String[] ids = runIds.toArray(String[]::new);
     return client
         .preparedQuery(
             "DELETE FROM rollcall.deferred WHERE epoch_id = $1 AND run_id = ANY($2::text[])")
-        .execute(Tuple.of(epochId, ids))
+        .execute(Tuple.of(epoch.id(), ids))
         .chain(
             () ->
                 client
                     .preparedQuery(
-                        "UPDATE rollcall.ledger SET resolved_at = now() WHERE epoch_id = $1"
-                            + " AND run_id = ANY($2::text[]) AND outcome = 'deferred'"
-                            + " AND resolved_at IS NULL")
-                    .execute(Tuple.of(epochId, ids)))
+                        // By run (ledger_by_run): the epoch's index does not hold the outcome.
+                        "UPDATE rollcall.ledger SET resolved_at = now() WHERE namespace = $3"
+                            + " AND run_id = ANY($2::text[]) AND epoch_id = $1"
+                            + " AND outcome = 'deferred' AND resolved_at IS NULL")
+                    .execute(Tuple.of(epoch.id(), ids, epoch.namespace())))
         .replaceWithVoid();
   }
 }
