@@ -45,12 +45,7 @@ class CompleteLockOrderTest extends ApiTestBase {
       Poll.until(
           "the complete waits for the epoch's lock",
           Duration.ofSeconds(10),
-          () ->
-              Db.number(
-                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                          + " AND query LIKE '%FOR NO KEY UPDATE%'"
-                          + " AND query NOT LIKE '%SKIP LOCKED%'")
-                  == 1);
+          () -> Db.waitingForEpochLock() == 1);
       // Had the complete kept its batch's row lock while it waited, this statement would wait for
       // the complete, and PostgreSQL would end one of the two as a deadlock victim.
       try (PreparedStatement st =

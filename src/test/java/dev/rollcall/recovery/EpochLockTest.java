@@ -60,12 +60,7 @@ class EpochLockTest extends ApiTestBase {
       Poll.until(
           "the claim waits for the epoch's lock",
           Duration.ofSeconds(10),
-          () ->
-              Db.number(
-                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                          + " AND query LIKE '%FOR NO KEY UPDATE%'"
-                          + " AND query NOT LIKE '%SKIP LOCKED%'")
-                  == 1);
+          () -> Db.waitingForEpochLock() == 1);
       assertEquals(atOnce, locks("at-once"), "the held lock was not taken at once");
       lock.rollback();
     }

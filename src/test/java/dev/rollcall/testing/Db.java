@@ -56,6 +56,17 @@ public final class Db {
     return c;
   }
 
+  /**
+   * How many sessions wait for an epoch's lock the way a queued claim or a complete's close takes
+   * it (the plain {@code FOR NO KEY UPDATE}, not {@code SKIP LOCKED}).
+   */
+  public static long waitingForEpochLock() {
+    return number(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            + " AND query LIKE '%FOR NO KEY UPDATE%'"
+            + " AND query NOT LIKE '%SKIP LOCKED%'");
+  }
+
   /** The active run ids of a test namespace's table. */
   public static Set<String> activeRuns(String namespace) {
     return set(
