@@ -1,6 +1,7 @@
 package dev.rollcall.recovery;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
@@ -69,5 +70,41 @@ class CompleteLockOrderTest extends ApiTestBase {
                 + " AND close_reason = 'completed'",
             last.epochId()),
         "the complete closed the finished epoch once the lock was free");
+  }
+
+  @Test
+  void aCloseLostAfterItsCompleteCommittedIsDoneByTheRetriedComplete() throws Exception {
+    Instance holder = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "retrier");
+    Batch last = api.claimBatch(holder, 5000);
+
+    CompletableFuture<Api.Reply> first;
+    try (Connection held = Db.holdingEpochLock(last.epochId())) {
+      first = CompletableFuture.supplyAsync(() -> api.complete(holder, last, List.of()));
+      Poll.until(
+          "the complete's close waits for the epoch's lock",
+          Duration.ofSeconds(10),
+          () -> Db.waitingForEpochLock() == 1);
+      // The close's connection is lost after the complete committed.
+      assertEquals(1, Db.terminateEpochLockWaiters());
+      assertTrue(first.get(30, TimeUnit.SECONDS).status() != 200, "the first answer is an error");
+      held.rollback();
+    }
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs e JOIN rollcall.batches b ON b.epoch_id = e.id"
+                + " WHERE b.id = ? AND b.state = 'completed' AND e.state = 'open'",
+            last.id()),
+        "the batch is completed and its epoch still open");
+
+    Api.Reply retried = api.complete(holder, last, List.of());
+    retried.expect(200);
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
+                + " AND close_reason = 'completed'",
+            last.epochId()),
+        "the retried complete closed the finished epoch");
   }
 }

@@ -61,11 +61,19 @@ public final class Db {
    * it (the plain {@code FOR NO KEY UPDATE}, not {@code SKIP LOCKED}).
    */
   public static long waitingForEpochLock() {
-    return number(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            + " AND query LIKE '%FOR NO KEY UPDATE%'"
-            + " AND query NOT LIKE '%SKIP LOCKED%'");
+    return number("SELECT count(*) FROM pg_stat_activity WHERE " + EPOCH_LOCK_WAITERS);
   }
+
+  /** Ends the sessions {@link #waitingForEpochLock} counts; returns how many. */
+  public static long terminateEpochLockWaiters() {
+    return number(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+            + EPOCH_LOCK_WAITERS);
+  }
+
+  private static final String EPOCH_LOCK_WAITERS =
+      "wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE%'"
+          + " AND query NOT LIKE '%SKIP LOCKED%'";
 
   /** The active run ids of a test namespace's table. */
   public static Set<String> activeRuns(String namespace) {
