@@ -148,8 +148,11 @@ public interface RollcallConfig {
 
   /** Batch settings. */
   interface Batch {
-    /** Runs per batch when a claim does not say {@code maxRuns}. */
-    @WithDefault("500")
+    /**
+     * Runs per batch when a claim does not say {@code maxRuns}, and the size of a takeover's
+     * batches.
+     */
+    @WithDefault("2000")
     int defaultSize();
 
     /** The largest {@code maxRuns} a claim may ask for. */
