@@ -114,7 +114,7 @@ export interface RecoveryOptionsBase {
   logger?: Logger | false;
   /** Called (like the `fenced` event) when this instance fenced itself. */
   onFenced?: (event: FencedEvent) => void;
-  /** A fetch implementation; default the global one. */
+  /** A fetch implementation to send the service's calls; default a built-in node:http transport. */
   fetch?: typeof fetch;
   /**
    * The database's connection string (the engine's, e.g. `WORKFLOW_POSTGRES_URL`). Given (or the

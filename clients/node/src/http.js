@@ -1,8 +1,9 @@
 import { BAD_RESPONSE, RollcallError, UNREACHABLE } from './errors.js';
 import { retryAfterOf } from './retry.js';
+import { nodeTransport } from './transport.js';
 
 /**
- * The service's five calls over `fetch`. Every answer that is not a success becomes a
+ * The service's five calls, over node:http ({@link nodeTransport}) unless a `fetch` is given. Every answer that is not a success becomes a
  * RollcallError (the problem document's type, status and detail); no answer at all (connection
  * refused, reset, timeout) is a RollcallError with status 0 and type `urn:rollcall:client:unreachable`.
  * A 429 or 503 carries how long it asked to wait (`retryAfterMs`: the problem's own figure, else
@@ -12,10 +13,10 @@ export class RollcallApi {
   /**
    * @param {object} options
    * @param {string} options.url the service's base URL
-   * @param {typeof fetch} [options.fetch]
+   * @param {typeof fetch} [options.fetch] replaces the built-in node:http transport
    * @param {number} [options.requestTimeoutMs] deadline of one request
    */
-  constructor({ url, fetch: fetchImpl = globalThis.fetch, requestTimeoutMs = 10_000 }) {
+  constructor({ url, fetch: fetchImpl = nodeTransport(), requestTimeoutMs = 10_000 }) {
     if (typeof url !== 'string' || url === '') throw new TypeError('url is required');
     if (typeof fetchImpl !== 'function') throw new TypeError('no fetch implementation');
     this.base = url.replace(/\/+$/, '');
@@ -83,7 +84,9 @@ export class RollcallApi {
       throw new RollcallError({
         type: UNREACHABLE,
         status: 0,
-        detail: timedOut ? `no answer within ${timeoutMs} ms` : String(cause?.cause?.code ?? cause?.message ?? cause),
+        detail: timedOut
+          ? `no answer within ${timeoutMs} ms`
+          : String(cause?.cause?.code ?? cause?.code ?? cause?.message ?? cause),
         operation,
         cause,
       });
