@@ -180,7 +180,7 @@ public class ClaimService {
       return decide(caller, maxRuns);
     }
     // Registered before looking, so that a notice sent after the look is not missed.
-    Wakeups.Waiter waiter = wakeups.register(caller.namespace());
+    Wakeups.Waiter waiter = wakeups.register(caller.namespace(), caller.deploymentId());
     return decide(caller, maxRuns)
         .onFailure()
         .invoke(() -> wakeups.forget(waiter, false))

@@ -25,8 +25,9 @@ import org.jboss.logging.Logger;
  * replica listens on the channel {@code rollcall_recovery}, to which triggers notify when a batch
  * becomes claimable ("work") or an epoch closes ("closed"). A "work" notice wakes the oldest
  * waiting claim of the namespace; a claim that was woken and got a batch wakes the next one, since
- * more may be left. A "closed" notice wakes every waiting claim of the namespace. Whatever the
- * notification says, a woken claim decides from the database alone, as any claim does.
+ * more may be left. A "closed" notice of a boot epoch wakes every waiting claim of that deploy
+ * ({@link #wakeFor}). Whatever the notification says, a woken claim decides from the database
+ * alone, as any claim does.
  *
  * <p>The listening connection is taken from the pool and kept. When it is lost, every waiting claim
  * is woken (a notice may have been missed) and the listener reconnects.
@@ -53,10 +54,12 @@ public class Wakeups {
   /** A claim waiting for a notice; {@code woken} completes with true when a notice woke it. */
   public static final class Waiter {
     private final String namespace;
+    private final String deploymentId;
     private final CompletableFuture<Boolean> woken = new CompletableFuture<>();
 
-    private Waiter(String namespace) {
+    private Waiter(String namespace, String deploymentId) {
       this.namespace = namespace;
+      this.deploymentId = deploymentId;
     }
 
     /**
@@ -99,8 +102,8 @@ public class Wakeups {
    * Registers a waiting claim. Register before the claim looks at the database, so that a notice
    * sent after that look cannot be missed; {@link #forget} it when it no longer waits.
    */
-  public synchronized Waiter register(String namespace) {
-    Waiter w = new Waiter(namespace);
+  public synchronized Waiter register(String namespace, String deploymentId) {
+    Waiter w = new Waiter(namespace, deploymentId);
     waiting.computeIfAbsent(namespace, n -> new ArrayDeque<>()).add(w);
     return w;
   }
@@ -138,22 +141,77 @@ public class Wakeups {
     }
   }
 
+  /** Wakes every waiting claim of the namespace (every namespace when null). */
   private void wakeAll(String namespace) {
-    List<Waiter> all = new ArrayList<>();
+    wakeDeploy(namespace, null);
+  }
+
+  /**
+   * Wakes every waiting claim of the namespace (every namespace when null) whose instance belongs
+   * to {@code deploymentId} (to any deploy when null).
+   */
+  private void wakeDeploy(String namespace, String deploymentId) {
+    List<Waiter> woken = new ArrayList<>();
     synchronized (this) {
       for (Iterator<Map.Entry<String, ArrayDeque<Waiter>>> it = waiting.entrySet().iterator();
           it.hasNext(); ) {
         Map.Entry<String, ArrayDeque<Waiter>> e = it.next();
-        if (namespace == null || e.getKey().equals(namespace)) {
-          all.addAll(e.getValue());
+        if (namespace != null && !e.getKey().equals(namespace)) {
+          continue;
+        }
+        e.getValue()
+            .removeIf(
+                w -> {
+                  boolean wake = deploymentId == null || deploymentId.equals(w.deploymentId);
+                  if (wake) {
+                    woken.add(w);
+                  }
+                  return wake;
+                });
+        if (e.getValue().isEmpty()) {
           it.remove();
         }
       }
     }
-    all.forEach(w -> w.woken.complete(true));
+    woken.forEach(w -> w.woken.complete(true));
   }
 
-  private void notice(String payload) {
+  /** Whom a notice wakes. */
+  enum Wake {
+    /** The oldest waiting claim of the namespace. */
+    ONE,
+    /** Every waiting claim of the namespace's deploy that the notice names. */
+    DEPLOY,
+    /** Every waiting claim of the namespace. */
+    ALL,
+    /** No one. */
+    NONE
+  }
+
+  /**
+   * Whom a notice wakes. "work": the oldest waiting claim. "closed" of a boot epoch: its deploy's
+   * waiting claims, which wait only for that epoch (a claim's only {@code wait} answer comes from
+   * its deploy's boot epoch; an idle claim waits for work). "closed" of a takeover or a sweep: no
+   * one, since closing can only take work away (every graceful leave opens a takeover and closes it
+   * at once when it has nothing to hand out; waking every waiting claim of the namespace for each
+   * of them made a fleet's claims look again once per leaving replica). A "closed" notice that does
+   * not say its kind wakes every waiting claim of the namespace.
+   */
+  static Wake wakeFor(JsonObject notice) {
+    if (!"closed".equals(notice.getString("event"))) {
+      return Wake.ONE;
+    }
+    String kind = notice.getString("kind");
+    if (kind == null) {
+      return Wake.ALL;
+    }
+    if (!"boot".equals(kind)) {
+      return Wake.NONE;
+    }
+    return notice.getString("deploymentId") == null ? Wake.ALL : Wake.DEPLOY;
+  }
+
+  void notice(String payload) {
     JsonObject notice;
     try {
       notice = new JsonObject(payload);
@@ -162,10 +220,11 @@ public class Wakeups {
       return;
     }
     String namespace = notice.getString("namespace");
-    if ("closed".equals(notice.getString("event"))) {
-      wakeAll(namespace);
-    } else {
-      wakeOne(namespace);
+    switch (wakeFor(notice)) {
+      case ONE -> wakeOne(namespace);
+      case DEPLOY -> wakeDeploy(namespace, notice.getString("deploymentId"));
+      case ALL -> wakeAll(namespace);
+      case NONE -> {}
     }
   }
 

@@ -34,10 +34,11 @@ import org.junit.jupiter.api.Test;
 /**
  * Service load with default settings against the packaged service: {@code bench.instances}
  * simulated instances (1 000) heartbeating every 3 s, plus {@code bench.claimers} (64) claimers
- * running boot passes, each claiming every {@code bench.claim-ms} (1 000; 0: back to back), for
- * {@code bench.seconds} (30). Prints throughput, p50/p99 latency, errors and the service's resident
- * memory. All traffic on loopback; bounded in time. Run with {@code ./mvnw -B verify -Pbench
- * -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=LoadBenchmarkIT}.
+ * running boot passes, each claiming {@code bench.claim-runs} (500) runs every {@code
+ * bench.claim-ms} (1 000; 0: back to back), for {@code bench.seconds} (30). Prints throughput,
+ * p50/p99 latency, errors and the service's resident memory. All traffic on loopback; bounded in
+ * time. Run with {@code ./mvnw -B verify -Pbench -Dtest=none
+ * -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=LoadBenchmarkIT}.
  */
 @Tag("benchmark")
 class LoadBenchmarkIT {
@@ -165,6 +166,8 @@ class LoadBenchmarkIT {
     // only claims due inside the window are counted.
     long claimersStart = System.nanoTime();
     long claimPeriodNanos = TimeUnit.MILLISECONDS.toNanos(Long.getLong("bench.claim-ms", 1000));
+    // Runs per claim: 500 unless -Dbench.claim-runs says (the service's default is larger).
+    int claimRuns = Integer.getInteger("bench.claim-runs", 500);
     AtomicLong batchesHandedOut = new AtomicLong();
     ExecutorService claiming = Executors.newFixedThreadPool(Math.max(1, claimerCount));
     for (int c = 0; c < claimerCount; c++) {
@@ -199,7 +202,7 @@ class LoadBenchmarkIT {
                 sleep((due - System.nanoTime()) / 1_000_000);
                 Api.Reply r;
                 try {
-                  r = api.claim(i, 500);
+                  r = api.claim(i, claimRuns);
                 } catch (RuntimeException e) {
                   error(errorsByKind, "claim " + e.getClass().getSimpleName());
                   next = Math.max(due + claimPeriodNanos, System.nanoTime());
