@@ -34,7 +34,8 @@ import org.junit.jupiter.api.Test;
  * is stopped and reported as unfinished), {@code -Dbench.batch=500} (the replicas' {@code maxRuns};
  * unset, they take the service's default, as the client does), {@code
  * -Dbench.scenarios=engine,rollcall} ({@code client-alone} adds Rollcall's scenarios with replicas
- * that run the client without the engine's world beside it).
+ * that run the client without the engine's world beside it), {@code -Dbench.stay=true} (Rollcall's
+ * replicas leave only once all of them learnt "done").
  */
 @Tag("benchmark")
 class RecoveryBenchmarkIT {
@@ -52,6 +53,13 @@ class RecoveryBenchmarkIT {
 
   private final List<String> scenarios =
       List.of(System.getProperty("bench.scenarios", "engine,rollcall").split(","));
+
+  /**
+   * {@code -Dbench.stay=true}: Rollcall's replicas stay up once they learnt "done" and leave only
+   * when every replica of the scenario has learnt it, as a deploy's replicas do, instead of each
+   * leaving and exiting at once.
+   */
+  private final boolean stay = Boolean.getBoolean("bench.stay");
 
   private TestDatabase db;
   private List<ServiceProcess> services;
@@ -339,7 +347,25 @@ class RecoveryBenchmarkIT {
         config.put("maxRuns", batch);
       }
       config.put("withoutEngine", !withEngine);
+      config.put("stayAlive", stay);
       replicas.add(NodeReplica.start("bench-rollcall-" + i, db, config));
+    }
+    if (stay) {
+      Thread leaver =
+          new Thread(
+              () -> {
+                try {
+                  for (NodeReplica replica : replicas) {
+                    replica.await("recovered", Duration.ofMinutes(10));
+                  }
+                  replicas.forEach(replica -> replica.send("leave"));
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+              },
+              "bench-leave-when-all-done");
+      leaver.setDaemon(true);
+      leaver.start();
     }
     Result r = race(replicas, Duration.ofMinutes(10), services.subList(0, serviceCount));
     // How long after the deploy's epoch closed (by the database's clock) the last replica knew.
@@ -357,9 +383,15 @@ class RecoveryBenchmarkIT {
             .sorted()
             .toArray();
     System.out.printf(
-        "rollcall N=%d, %d replicas: the last replica learnt the pass was done %d ms after it"
+        "rollcall N=%d, %d replicas%s: the last replica learnt the pass was done %d ms after it"
             + " closed (the first %d ms, the median %d ms; load average %s)%n",
-        n, serviceCount, knew[knew.length - 1], knew[0], knew[knew.length / 2], loadAverage());
+        n,
+        serviceCount,
+        stay ? " (leaving once all knew)" : "",
+        knew[knew.length - 1],
+        knew[0],
+        knew[knew.length / 2],
+        loadAverage());
     return r;
   }
 
