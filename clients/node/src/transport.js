@@ -6,9 +6,9 @@ import https from 'node:https';
  * shaped like the subset of `fetch` that RollcallApi uses (`status`, `headers.get`, `text()`).
  *
  * Not the global `fetch`: a replica process makes a few dozen calls during a deploy's pass, and
- * the first `fetch` of a process loads and compiles undici (about 70 ms of CPU), then pays more
- * per call while its code is still cold: 30 calls took about 230 ms of CPU with `fetch` against
- * 50 ms here (BENCHMARKS.md §8). Sixteen replicas booting on the cores the database needs pay that
+ * the first `fetch` of a process loads and compiles undici (about 60 ms of CPU), then pays more
+ * per call while its code is still cold: 30 calls took 211–235 ms of CPU with `fetch` against
+ * 54–69 ms here (`node bench/transport-cpu.mjs`, BENCHMARKS.md §8). Sixteen replicas booting on the cores the database needs pay that
  * sixteen times. A `fetch` option still replaces this transport.
  *
  * Failures reject as `fetch` does: an aborted request (the signal: a timeout or a stop) with the

@@ -42,11 +42,7 @@ class CompleteLockOrderTest extends ApiTestBase {
     // A claim opening the next deploy's boot epoch closes this one as superseded: the epoch's row
     // first (the lock a cut holds too), then its ready and leased batches (Epochs.close).
     try (Connection closing = Db.holdingEpochLock(last.epochId())) {
-      complete = CompletableFuture.supplyAsync(() -> api.complete(holder, last, List.of()));
-      Poll.until(
-          "the complete waits for the epoch's lock",
-          Duration.ofSeconds(10),
-          () -> Db.waitingForEpochLock() == 1);
+      complete = completeWaitingForEpochLock(holder, last);
       // Had the complete kept its batch's row lock while it waited, this statement would wait for
       // the complete, and PostgreSQL would end one of the two as a deadlock victim.
       try (PreparedStatement st =
@@ -79,11 +75,7 @@ class CompleteLockOrderTest extends ApiTestBase {
 
     CompletableFuture<Api.Reply> first;
     try (Connection held = Db.holdingEpochLock(last.epochId())) {
-      first = CompletableFuture.supplyAsync(() -> api.complete(holder, last, List.of()));
-      Poll.until(
-          "the complete's close waits for the epoch's lock",
-          Duration.ofSeconds(10),
-          () -> Db.waitingForEpochLock() == 1);
+      first = completeWaitingForEpochLock(holder, last);
       // The close's connection is lost after the complete committed.
       assertEquals(1, Db.terminateEpochLockWaiters());
       assertTrue(first.get(30, TimeUnit.SECONDS).status() != 200, "the first answer is an error");
@@ -106,5 +98,16 @@ class CompleteLockOrderTest extends ApiTestBase {
                 + " AND close_reason = 'completed'",
             last.epochId()),
         "the retried complete closed the finished epoch");
+  }
+
+  /** Sends the batch's complete and returns once its close waits for the held epoch lock. */
+  private CompletableFuture<Api.Reply> completeWaitingForEpochLock(Instance holder, Batch batch) {
+    CompletableFuture<Api.Reply> complete =
+        CompletableFuture.supplyAsync(() -> api.complete(holder, batch, List.of()));
+    Poll.until(
+        "the complete's close waits for the epoch's lock",
+        Duration.ofSeconds(10),
+        () -> Db.waitingForEpochLock() == 1);
+    return complete;
   }
 }
