@@ -3,6 +3,7 @@
 # versions and every busy session of the PostgreSQL a running benchmark started (embedded, found by
 # its command line; or PGPORT): state, wait event, seconds in the statement, the sessions blocking
 # it, and the statement's start. Run it beside a benchmark: bench/pg-sessions.sh 1 > sessions.log
+# Needs psql (PostgreSQL's client) on the PATH; nothing in the build or the tests uses it.
 set -u
 interval="${1:-1}"
 while true; do
