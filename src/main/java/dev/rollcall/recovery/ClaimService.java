@@ -192,12 +192,9 @@ public class ClaimService {
               long left = deadline - System.nanoTime();
               if (!waits || left <= 0) {
                 wakeups.forget(waiter, false);
-                if (result instanceof ClaimResult.Batch b && (wokenBefore || waiter.wasWoken())) {
-                  // Woken for work and got some: more may be left for the next waiting claim
-                  // (of this deploy, when it came from the deploy's own pass).
-                  wakeups.wakeOne(
-                      caller.namespace(),
-                      b.batch().epochKind() == EpochKind.BOOT ? caller.deploymentId() : null);
+                if (result instanceof ClaimResult.Batch && (wokenBefore || waiter.wasWoken())) {
+                  // Woken for work and got some: more may be left for the next waiting claim.
+                  wakeups.wakeOne(caller.namespace());
                 }
                 return Uni.createFrom().item(result);
               }

@@ -24,10 +24,10 @@ import org.jboss.logging.Logger;
  * Wakes claims that wait ({@code waitMs}) when the database says something changed: every service
  * replica listens on the channel {@code rollcall_recovery}, to which triggers notify when a batch
  * becomes claimable ("work") or an epoch closes ("closed"). A "work" notice wakes the oldest
- * waiting claim of the namespace that may take it (of its deploy, for a boot epoch's batch); a
- * claim that was woken and got a batch wakes the next one, since more may be left. A "closed"
- * notice of a boot epoch wakes every waiting claim of that deploy ({@link #wakeFor}). Whatever the
- * notification says, a woken claim decides from the database alone, as any claim does.
+ * waiting claim of the namespace; a claim that was woken and got a batch wakes the next one, since
+ * more may be left. A "closed" notice of a boot epoch wakes every waiting claim of that deploy
+ * ({@link #wakeFor}). Whatever the notification says, a woken claim decides from the database
+ * alone, as any claim does.
  *
  * <p>The listening connection is taken from the pool and kept. When it is lost, every waiting claim
  * is woken (a notice may have been missed) and the listener reconnects.
@@ -128,29 +128,12 @@ public class Wakeups {
 
   /** Wakes the oldest waiting claim of the namespace. */
   public void wakeOne(String namespace) {
-    wakeOne(namespace, null);
-  }
-
-  /**
-   * Wakes the oldest waiting claim of the namespace whose instance belongs to {@code deploymentId}
-   * (of any deploy when null): the one claim that can take a boot epoch's batch.
-   */
-  public void wakeOne(String namespace, String deploymentId) {
-    Waiter w = null;
+    Waiter w;
     synchronized (this) {
       ArrayDeque<Waiter> queue = waiting.get(namespace);
-      if (queue != null) {
-        for (Iterator<Waiter> it = queue.iterator(); it.hasNext(); ) {
-          Waiter candidate = it.next();
-          if (deploymentId == null || deploymentId.equals(candidate.deploymentId)) {
-            it.remove();
-            w = candidate;
-            break;
-          }
-        }
-        if (queue.isEmpty()) {
-          waiting.remove(namespace);
-        }
+      w = queue == null ? null : queue.poll();
+      if (queue != null && queue.isEmpty()) {
+        waiting.remove(namespace);
       }
     }
     if (w != null) {
@@ -197,8 +180,6 @@ public class Wakeups {
   enum Wake {
     /** The oldest waiting claim of the namespace. */
     ONE,
-    /** The oldest waiting claim of the namespace's deploy that the notice names. */
-    ONE_OF_DEPLOY,
     /** Every waiting claim of the namespace's deploy that the notice names. */
     DEPLOY,
     /** Every waiting claim of the namespace. */
@@ -208,22 +189,19 @@ public class Wakeups {
   }
 
   /**
-   * Whom a notice wakes. "work": the oldest waiting claim that may take it (of the notice's deploy
-   * when it is a boot epoch's, which only its own deploy serves). "closed" of a boot epoch: its
-   * deploy's waiting claims, which wait only for that epoch (a claim's only {@code wait} answer
-   * comes from its deploy's boot epoch; an idle claim waits for work). "closed" of a takeover or a
-   * sweep: no one, since closing can only take work away (every graceful leave opens a takeover and
-   * closes it at once when it has nothing to hand out; waking every waiting claim of the namespace
-   * for each of them made a fleet's claims look again once per leaving replica). A "closed" notice
-   * that does not say its kind wakes every waiting claim of the namespace.
+   * Whom a notice wakes. "work": the oldest waiting claim. "closed" of a boot epoch: its deploy's
+   * waiting claims, which wait only for that epoch (a claim's only {@code wait} answer comes from
+   * its deploy's boot epoch; an idle claim waits for work). "closed" of a takeover or a sweep: no
+   * one, since closing can only take work away (every graceful leave opens a takeover and closes it
+   * at once when it has nothing to hand out; waking every waiting claim of the namespace for each
+   * of them made a fleet's claims look again once per leaving replica). A "closed" notice that does
+   * not say its kind wakes every waiting claim of the namespace.
    */
   static Wake wakeFor(JsonObject notice) {
-    String kind = notice.getString("kind");
     if (!"closed".equals(notice.getString("event"))) {
-      return "boot".equals(kind) && notice.getString("deploymentId") != null
-          ? Wake.ONE_OF_DEPLOY
-          : Wake.ONE;
+      return Wake.ONE;
     }
+    String kind = notice.getString("kind");
     if (kind == null) {
       return Wake.ALL;
     }
@@ -244,7 +222,6 @@ public class Wakeups {
     String namespace = notice.getString("namespace");
     switch (wakeFor(notice)) {
       case ONE -> wakeOne(namespace);
-      case ONE_OF_DEPLOY -> wakeOne(namespace, notice.getString("deploymentId"));
       case DEPLOY -> wakeDeploy(namespace, notice.getString("deploymentId"));
       case ALL -> wakeAll(namespace);
       case NONE -> {}

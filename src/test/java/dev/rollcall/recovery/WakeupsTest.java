@@ -58,15 +58,6 @@ class WakeupsTest {
   void whomANoticeWakes() {
     assertEquals(Wakeups.Wake.ONE, wake("{\"event\":\"work\",\"namespace\":\"ns\"}"));
     assertEquals(
-        Wakeups.Wake.ONE,
-        wake(
-            "{\"event\":\"work\",\"namespace\":\"ns\",\"kind\":\"takeover\",\"deploymentId\":null}"));
-    // A boot epoch's batch: only its own deploy's claims can take it.
-    assertEquals(
-        Wakeups.Wake.ONE_OF_DEPLOY,
-        wake(
-            "{\"event\":\"work\",\"namespace\":\"ns\",\"kind\":\"boot\",\"deploymentId\":\"d1\"}"));
-    assertEquals(
         Wakeups.Wake.DEPLOY,
         wake(
             "{\"event\":\"closed\",\"namespace\":\"ns\",\"kind\":\"boot\",\"deploymentId\":\"d1\"}"));
@@ -106,24 +97,6 @@ class WakeupsTest {
     wakeups.forget(d1, true);
     wakeups.forget(d2, true);
     wakeups.forget(other, false);
-  }
-
-  @Test
-  void workOfADeploysPassWakesAClaimOfThatDeployEvenIfAnotherWaitedLonger() {
-    Wakeups.Waiter d1 = wakeups.register("ns", "d1");
-    Wakeups.Waiter d2 = wakeups.register("ns", "d2");
-
-    wakeups.notice(
-        "{\"event\":\"work\",\"namespace\":\"ns\",\"epochId\":3,\"kind\":\"boot\",\"deploymentId\":\"d2\"}");
-    assertTrue(d2.wasWoken(), "the claim that can take d2's batch");
-    assertFalse(d1.wasWoken(), "d1's claim could not take it, though it waited longer");
-
-    // Shared work (a takeover's batch) wakes the oldest, whichever its deploy.
-    wakeups.notice(
-        "{\"event\":\"work\",\"namespace\":\"ns\",\"epochId\":9,\"kind\":\"takeover\",\"deploymentId\":null}");
-    assertTrue(d1.wasWoken());
-    wakeups.forget(d1, true);
-    wakeups.forget(d2, true);
   }
 
   private static Wakeups.Wake wake(String json) {
