@@ -19,6 +19,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.stream.Collectors;
 import org.jboss.logging.Logger;
@@ -159,7 +160,14 @@ public class ClaimService {
     long started = System.nanoTime();
     // The hold is a request deadline, not a lease: the service's monotonic clock is right for it.
     long deadline = started + hold.toNanos();
-    return held(caller, maxRuns, deadline, idle, false)
+    Wakeups.Hold place = wakeups.hold(caller.namespace(), caller.deploymentId());
+    return held(caller, place, maxRuns, deadline, idle)
+        // A claim that fails, or whose caller hangs up, leaves the waiting room at once and
+        // passes on a wake it did not use.
+        .onFailure()
+        .invoke(place::abandoned)
+        .onCancellation()
+        .invoke(place::abandoned)
         .invoke(
             result -> {
               metrics.claim(caller.namespace(), Duration.ofNanos(System.nanoTime() - started));
@@ -175,38 +183,35 @@ public class ClaimService {
   }
 
   private Uni<ClaimResult> held(
-      Caller caller, int maxRuns, long deadline, boolean idle, boolean wokenBefore) {
-    if (deadline - System.nanoTime() <= 0) {
-      return decide(caller, maxRuns);
-    }
+      Caller caller, Wakeups.Hold place, int maxRuns, long deadline, boolean idle) {
+    boolean holds = deadline - System.nanoTime() > 0;
     // Registered before looking, so that a notice sent after the look is not missed.
-    Wakeups.Waiter waiter = wakeups.register(caller.namespace(), caller.deploymentId());
+    Wakeups.Waiter w = holds ? place.look() : null;
+    if (holds && w == null) {
+      // The caller hung up while the claim napped: no one is left to answer.
+      return Uni.createFrom().failure(new CancellationException("the claim's caller hung up"));
+    }
     return decide(caller, maxRuns)
-        .onFailure()
-        .invoke(() -> wakeups.forget(waiter, false))
         .chain(
             result -> {
               boolean waits =
                   result instanceof ClaimResult.Wait
                       || (idle && result instanceof ClaimResult.Done);
               long left = deadline - System.nanoTime();
-              if (!waits || left <= 0) {
-                wakeups.forget(waiter, false);
-                if (result instanceof ClaimResult.Batch && (wokenBefore || waiter.wasWoken())) {
-                  // Woken for work and got some: more may be left for the next waiting claim.
-                  wakeups.wakeOne(caller.namespace());
-                }
+              if (w == null || !waits || left <= 0) {
+                place.answered(
+                    result instanceof ClaimResult.Batch,
+                    result instanceof ClaimResult.Batch b
+                        && b.batch().epochKind() == EpochKind.BOOT);
                 return Uni.createFrom().item(result);
               }
               long nap =
-                  result instanceof ClaimResult.Wait w
-                      ? Math.min(w.retryAfterMs(), Duration.ofNanos(left).toMillis())
+                  result instanceof ClaimResult.Wait wait
+                      ? Math.min(wait.retryAfterMs(), Duration.ofNanos(left).toMillis())
                       : Duration.ofNanos(left).toMillis();
-              return waiter
-                  .await(Duration.ofMillis(Math.max(1, nap)))
-                  // A notice that came just after the timeout is passed on, not lost.
-                  .invoke(woken -> wakeups.forget(waiter, woken))
-                  .chain(woken -> held(caller, maxRuns, deadline, idle, woken));
+              return w.await(Duration.ofMillis(Math.max(1, nap)))
+                  .invoke(place::napped)
+                  .chain(() -> held(caller, place, maxRuns, deadline, idle));
             });
   }
 

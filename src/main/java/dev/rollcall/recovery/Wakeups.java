@@ -24,10 +24,12 @@ import org.jboss.logging.Logger;
  * Wakes claims that wait ({@code waitMs}) when the database says something changed: every service
  * replica listens on the channel {@code rollcall_recovery}, to which triggers notify when a batch
  * becomes claimable ("work") or an epoch closes ("closed"). A "work" notice wakes the oldest
- * waiting claim of the namespace; a claim that was woken and got a batch wakes the next one, since
- * more may be left. A "closed" notice of a boot epoch wakes every waiting claim of that deploy
- * ({@link #wakeFor}). Whatever the notification says, a woken claim decides from the database
- * alone, as any claim does.
+ * waiting claim of the namespace that may take the work: of the epoch's deploy for a boot epoch's
+ * batch, which only that deploy's instances serve; of any deploy for a takeover's or a sweep's. A
+ * claim that was woken and got a batch wakes the next one, since more may be left; one that was
+ * woken and then failed or lost its caller passes the wake on ({@link Hold}). A "closed" notice of
+ * a boot epoch wakes every waiting claim of that deploy ({@link #wakeFor}). Whatever the
+ * notification says, a woken claim decides from the database alone, as any claim does.
  *
  * <p>The listening connection is taken from the pool and kept. When it is lost, every waiting claim
  * is woken (a notice may have been missed) and the listener reconnects.
@@ -56,6 +58,9 @@ public class Wakeups {
     private final String namespace;
     private final String deploymentId;
     private final CompletableFuture<Boolean> woken = new CompletableFuture<>();
+
+    /** Set once, under the lock of {@link Wakeups}: forgetting twice must not pass a wake twice. */
+    private boolean forgotten;
 
     private Waiter(String namespace, String deploymentId) {
       this.namespace = namespace;
@@ -113,6 +118,10 @@ public class Wakeups {
    */
   public void forget(Waiter w, boolean used) {
     synchronized (this) {
+      if (w.forgotten) {
+        return;
+      }
+      w.forgotten = true;
       ArrayDeque<Waiter> queue = waiting.get(w.namespace);
       if (queue != null) {
         queue.remove(w);
@@ -122,17 +131,169 @@ public class Wakeups {
       }
     }
     if (w.wasWoken() && !used) {
-      wakeOne(w.namespace);
+      passOn(w.namespace, w.deploymentId);
+    }
+  }
+
+  /** Claims of the namespace waiting now (tests). */
+  synchronized int waiting(String namespace) {
+    ArrayDeque<Waiter> queue = waiting.get(namespace);
+    return queue == null ? 0 : queue.size();
+  }
+
+  /** A held claim's place in the waiting room, across its looks. */
+  public Hold hold(String namespace, String deploymentId) {
+    return new Hold(namespace, deploymentId);
+  }
+
+  /**
+   * One held claim's place in the waiting room, across its looks: a waiter registered before each
+   * look, forgotten when the look answers or the nap ends. A claim that was woken and then fails,
+   * or whose caller hangs up (Quarkus REST cancels a request's {@code Uni} when its connection
+   * closes), passes the wake on: a notice must not die with a claim no one waits for any more, and
+   * a waiter must not stay queued for a claim that no longer runs, where it would take the next
+   * notice (a killed replica's held claim took a takeover's wake from its live peer this way).
+   */
+  public final class Hold {
+    private final String namespace;
+    private final String deploymentId;
+    private Waiter waiter;
+
+    /** The look under way follows a nap that a notice ended. */
+    private boolean woken;
+
+    private boolean ended;
+
+    private Hold(String namespace, String deploymentId) {
+      this.namespace = namespace;
+      this.deploymentId = deploymentId;
+    }
+
+    /**
+     * Registers the waiter of the next look, before it looks, so that a notice sent after the look
+     * is not missed; null once the claim has ended (its caller hung up).
+     */
+    public Waiter look() {
+      synchronized (this) {
+        if (ended) {
+          return null;
+        }
+        waiter = register(namespace, deploymentId);
+        return waiter;
+      }
+    }
+
+    /** The look's nap ended, {@code byNotice} when a notice ended it. */
+    public void napped(boolean byNotice) {
+      Waiter w;
+      synchronized (this) {
+        w = waiter;
+        waiter = null;
+        woken = byNotice;
+      }
+      if (w != null) {
+        // A notice that came just after the nap's timeout is passed on, not lost.
+        forget(w, byNotice);
+      }
+    }
+
+    /**
+     * The claim answers. Woken for work and got some ({@code gotBatch}): more may be left, so the
+     * next waiting claim is woken too; of this deploy when the batch was of its deploy's own pass
+     * ({@code bootBatch}), which no other deploy can serve.
+     */
+    public void answered(boolean gotBatch, boolean bootBatch) {
+      Waiter w;
+      boolean passOn;
+      synchronized (this) {
+        if (ended) {
+          return;
+        }
+        ended = true;
+        w = waiter;
+        waiter = null;
+        passOn = gotBatch && (woken || (w != null && w.wasWoken()));
+      }
+      if (w != null) {
+        forget(w, false);
+      }
+      if (passOn) {
+        if (bootBatch) {
+          wakeOne(namespace, deploymentId);
+        } else {
+          wakeOne(namespace);
+        }
+      }
+    }
+
+    /**
+     * The claim failed or its caller hung up: its waiter is forgotten, and a wake it had not used
+     * goes to the next waiting claim.
+     */
+    public void abandoned() {
+      Waiter w;
+      boolean passOn;
+      synchronized (this) {
+        if (ended) {
+          return;
+        }
+        ended = true;
+        w = waiter;
+        waiter = null;
+        passOn = woken;
+      }
+      if (w != null) {
+        forget(w, false);
+      }
+      if (passOn) {
+        passOn(namespace, deploymentId);
+      }
     }
   }
 
   /** Wakes the oldest waiting claim of the namespace. */
   public void wakeOne(String namespace) {
-    Waiter w;
+    wake(namespace, null, true);
+  }
+
+  /** Wakes the oldest waiting claim of the namespace whose instance belongs to the deploy. */
+  void wakeOne(String namespace, String deploymentId) {
+    wake(namespace, deploymentId, false);
+  }
+
+  /**
+   * Passes on a wake a claim of the deploy did not use: to the oldest waiting claim of the same
+   * deploy, which can take whatever the wake was for, else to the oldest of the namespace.
+   */
+  private void passOn(String namespace, String deploymentId) {
+    wake(namespace, deploymentId, true);
+  }
+
+  /**
+   * Wakes the oldest waiting claim of the namespace whose instance belongs to {@code deploymentId}
+   * (any when null); when there is none, the oldest of any deploy if {@code orAny}.
+   */
+  private void wake(String namespace, String deploymentId, boolean orAny) {
+    Waiter w = null;
     synchronized (this) {
       ArrayDeque<Waiter> queue = waiting.get(namespace);
-      w = queue == null ? null : queue.poll();
-      if (queue != null && queue.isEmpty()) {
+      if (queue == null) {
+        return;
+      }
+      if (deploymentId != null) {
+        for (Iterator<Waiter> it = queue.iterator(); it.hasNext(); ) {
+          Waiter candidate = it.next();
+          if (deploymentId.equals(candidate.deploymentId)) {
+            it.remove();
+            w = candidate;
+            break;
+          }
+        }
+      }
+      if (w == null && (deploymentId == null || orAny)) {
+        w = queue.poll();
+      }
+      if (queue.isEmpty()) {
         waiting.remove(namespace);
       }
     }
@@ -180,6 +341,8 @@ public class Wakeups {
   enum Wake {
     /** The oldest waiting claim of the namespace. */
     ONE,
+    /** The oldest waiting claim of the namespace's deploy that the notice names. */
+    ONE_OF_DEPLOY,
     /** Every waiting claim of the namespace's deploy that the notice names. */
     DEPLOY,
     /** Every waiting claim of the namespace. */
@@ -189,19 +352,22 @@ public class Wakeups {
   }
 
   /**
-   * Whom a notice wakes. "work": the oldest waiting claim. "closed" of a boot epoch: its deploy's
-   * waiting claims, which wait only for that epoch (a claim's only {@code wait} answer comes from
-   * its deploy's boot epoch; an idle claim waits for work). "closed" of a takeover or a sweep: no
-   * one, since closing can only take work away (every graceful leave opens a takeover and closes it
-   * at once when it has nothing to hand out; waking every waiting claim of the namespace for each
-   * of them made a fleet's claims look again once per leaving replica). A "closed" notice that does
-   * not say its kind wakes every waiting claim of the namespace.
+   * Whom a notice wakes. "work": the oldest waiting claim that may take it, of the notice's deploy
+   * when it is a boot epoch's (which only its own deploy serves). "closed" of a boot epoch: its
+   * deploy's waiting claims, which wait only for that epoch (a claim's only {@code wait} answer
+   * comes from its deploy's boot epoch; an idle claim waits for work). "closed" of a takeover or a
+   * sweep: no one, since closing can only take work away (every graceful leave opens a takeover and
+   * closes it at once when it has nothing to hand out; waking every waiting claim of the namespace
+   * for each of them made a fleet's claims look again once per leaving replica). A "closed" notice
+   * that does not say its kind wakes every waiting claim of the namespace.
    */
   static Wake wakeFor(JsonObject notice) {
-    if (!"closed".equals(notice.getString("event"))) {
-      return Wake.ONE;
-    }
     String kind = notice.getString("kind");
+    if (!"closed".equals(notice.getString("event"))) {
+      return "boot".equals(kind) && notice.getString("deploymentId") != null
+          ? Wake.ONE_OF_DEPLOY
+          : Wake.ONE;
+    }
     if (kind == null) {
       return Wake.ALL;
     }
@@ -222,6 +388,7 @@ public class Wakeups {
     String namespace = notice.getString("namespace");
     switch (wakeFor(notice)) {
       case ONE -> wakeOne(namespace);
+      case ONE_OF_DEPLOY -> wakeOne(namespace, notice.getString("deploymentId"));
       case DEPLOY -> wakeDeploy(namespace, notice.getString("deploymentId"));
       case ALL -> wakeAll(namespace);
       case NONE -> {}
