@@ -323,7 +323,8 @@ class DeadOwnerBenchmarkIT {
               Latencies.summary(killToOpened), KILL_OPENED_TARGET_MS);
           lines.add(
               Latencies.markdownRow(
-                  "`kill -9` of a replica → takeover epoch open",
+                  "`kill -9` of a replica",
+                  "takeover epoch open",
                   killToOpened,
                   0,
                   KILL_OPENED_TARGET_MS));
@@ -341,6 +342,7 @@ class DeadOwnerBenchmarkIT {
         lines.add(
             Latencies.markdownRow(
                 kill ? "`kill -9` of a replica" : "graceful leave (`client.stop()`)",
+                "takeover batch claimed",
                 total,
                 never,
                 target));

@@ -29,19 +29,27 @@ public final class Latencies {
   }
 
   /**
-   * One markdown table row: label, n, p50, p99, max in seconds, the p99 target, and whether the p99
-   * meets it (samples never taken over fail it).
+   * One markdown table row: from, to, n, p50, p99, max in seconds, the p99 target, and whether the
+   * p99 meets it (samples never taken over fail it; a row with no samples at all was not measured).
    */
-  static String markdownRow(String label, List<Long> samples, int missing, long targetMs) {
+  static String markdownRow(
+      String from, String to, List<Long> samples, int missing, long targetMs) {
     if (samples.isEmpty()) {
+      // Nothing of that kind was asked for (say kills=0), or none of it finished.
       return String.format(
-          "| %s | takeover batch claimed | 0 | – | – | – | ≤ %s | no |", label, seconds(targetMs));
+          "| %s | %s | 0%s | – | – | – | ≤ %s | %s |",
+          from,
+          to,
+          missing > 0 ? " (+" + missing + " never)" : "",
+          seconds(targetMs),
+          missing > 0 ? "no" : "not measured");
     }
     List<Long> ms = sorted(samples);
     long p99 = percentile(ms, 0.99);
     return String.format(
-        "| %s | takeover batch claimed | %d%s | %s | %s | %s | ≤ %s | %s |",
-        label,
+        "| %s | %s | %d%s | %s | %s | %s | ≤ %s | %s |",
+        from,
+        to,
         ms.size(),
         missing > 0 ? " (+" + missing + " never)" : "",
         seconds(percentile(ms, 0.50)),
