@@ -11,7 +11,7 @@ import java.time.Duration;
  * StateGauges}. Prometheus names: {@code rollcall_runs_total{namespace,verdict,reason}}, {@code
  * rollcall_batches_total{namespace,event}}, {@code rollcall_claim_seconds}, {@code
  * rollcall_heartbeat_seconds}, {@code rollcall_epoch_locks_total{namespace,how}}, {@code
- * rollcall_sweep_rate_limited_total}.
+ * rollcall_sweep_rate_limited_total}, {@code rollcall_claims_held{namespace}}.
  */
 @ApplicationScoped
 public class RecoveryMetrics {
@@ -43,6 +43,20 @@ public class RecoveryMetrics {
         .tag("event", event)
         .register(registry)
         .increment();
+  }
+
+  /**
+   * Claims this service replica holds now for the namespace ({@code waitMs}), read from {@code
+   * count} whenever the gauge is scraped; registered once per namespace.
+   */
+  public void heldClaims(String namespace, java.util.function.ToIntFunction<String> count) {
+    io.micrometer.core.instrument.Gauge.builder(
+            "rollcall.claims.held", namespace, count::applyAsInt)
+        .description("Claims this replica holds waiting for work or for the pass to end")
+        .tag("namespace", namespace)
+        // The namespace string is the gauge's state: kept, not weakly referenced.
+        .strongReference(true)
+        .register(registry);
   }
 
   /** A claim's latency. */

@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.metrics.RecoveryMetrics;
 import io.quarkus.runtime.ShutdownEvent;
 import io.quarkus.runtime.StartupEvent;
 import io.smallrye.mutiny.Uni;
@@ -14,9 +15,11 @@ import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import org.jboss.logging.Logger;
 
@@ -43,14 +46,20 @@ public class Wakeups {
 
   private final Pool pool;
   private final Vertx vertx;
+  private final RecoveryMetrics metrics;
   private final Map<String, ArrayDeque<Waiter>> waiting = new HashMap<>();
+
+  /** Namespaces whose held claims are gauged (guarded by this). */
+  private final Set<String> gauged = new HashSet<>();
+
   private volatile SqlConnection listening;
   private volatile boolean stopped;
   private volatile CompletableFuture<Void> listeningNow = new CompletableFuture<>();
 
-  Wakeups(Pool pool, Vertx vertx) {
+  Wakeups(Pool pool, Vertx vertx, RecoveryMetrics metrics) {
     this.pool = pool;
     this.vertx = vertx;
+    this.metrics = metrics;
   }
 
   /** A claim waiting for a notice; {@code woken} completes with true when a notice woke it. */
@@ -107,9 +116,16 @@ public class Wakeups {
    * Registers a waiting claim. Register before the claim looks at the database, so that a notice
    * sent after that look cannot be missed; {@link #forget} it when it no longer waits.
    */
-  public synchronized Waiter register(String namespace, String deploymentId) {
+  public Waiter register(String namespace, String deploymentId) {
     Waiter w = new Waiter(namespace, deploymentId);
-    waiting.computeIfAbsent(namespace, n -> new ArrayDeque<>()).add(w);
+    boolean first;
+    synchronized (this) {
+      waiting.computeIfAbsent(namespace, n -> new ArrayDeque<>()).add(w);
+      first = gauged.add(namespace);
+    }
+    if (first && metrics != null) {
+      metrics.heldClaims(namespace, this::waiting);
+    }
     return w;
   }
 
@@ -135,7 +151,7 @@ public class Wakeups {
     }
   }
 
-  /** Claims of the namespace waiting now (tests). */
+  /** Claims of the namespace waiting now. */
   synchronized int waiting(String namespace) {
     ArrayDeque<Waiter> queue = waiting.get(namespace);
     return queue == null ? 0 : queue.size();

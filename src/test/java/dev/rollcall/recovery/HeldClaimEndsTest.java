@@ -12,6 +12,7 @@ import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
+import io.micrometer.core.instrument.MeterRegistry;
 import jakarta.inject.Inject;
 import java.io.OutputStream;
 import java.net.Socket;
@@ -34,6 +35,7 @@ class HeldClaimEndsTest extends ApiTestBase {
 
   @Inject Wakeups wakeups;
   @Inject Reaper reaper;
+  @Inject MeterRegistry meters;
 
   @Test
   void aHeldClaimWhoseCallerHungUpDoesNotTakeTheNextWakeFromALivePeer() throws Exception {
@@ -64,11 +66,13 @@ class HeldClaimEndsTest extends ApiTestBase {
           "the gone replica's claim is held",
           Duration.ofSeconds(5),
           () -> wakeups.waiting(ns) == before + 1);
+      assertEquals(before + 1, held(ns), "rollcall_claims_held counts it");
     }
     Poll.until(
         "the hung-up claim leaves the waiting room",
         Duration.ofSeconds(5),
         () -> wakeups.waiting(ns) == before);
+    assertEquals(before, held(ns), "rollcall_claims_held no longer counts it");
 
     // The live peer's idle claim is held next; then the leaver leaves with runs in flight.
     CompletableFuture<Api.Reply> held =
@@ -88,6 +92,10 @@ class HeldClaimEndsTest extends ApiTestBase {
     assertTrue(ms < 2000, "the peer was woken by the leave: " + ms + " ms");
     assertEquals(before, wakeups.waiting(ns));
     api.leave(gone).expect(204);
+  }
+
+  private double held(String namespace) {
+    return meters.get("rollcall.claims.held").tag("namespace", namespace).gauge().value();
   }
 
   @Test

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
 @Tag("unit")
 class WakeupsTest {
 
-  private final Wakeups wakeups = new Wakeups(null, null);
+  private final Wakeups wakeups = new Wakeups(null, null, null);
 
   @Test
   void aWaiterWhoseNapRanOutIsNotWokenAndIsForgottenCleanly() {
