@@ -219,27 +219,7 @@ public class Wakeups {
      * ({@code bootBatch}), which no other deploy can serve.
      */
     public void answered(boolean gotBatch, boolean bootBatch) {
-      Waiter w;
-      boolean passOn;
-      synchronized (this) {
-        if (ended) {
-          return;
-        }
-        ended = true;
-        w = waiter;
-        waiter = null;
-        passOn = gotBatch && (woken || (w != null && w.wasWoken()));
-      }
-      if (w != null) {
-        forget(w, false);
-      }
-      if (passOn) {
-        if (bootBatch) {
-          wakeOne(namespace, deploymentId);
-        } else {
-          wakeOne(namespace);
-        }
-      }
+      end(true, gotBatch, bootBatch);
     }
 
     /**
@@ -247,6 +227,10 @@ public class Wakeups {
      * goes to the next waiting claim.
      */
     public void abandoned() {
+      end(false, false, false);
+    }
+
+    private void end(boolean answered, boolean gotBatch, boolean bootBatch) {
       Waiter w;
       boolean passOn;
       synchronized (this) {
@@ -256,13 +240,20 @@ public class Wakeups {
         ended = true;
         w = waiter;
         waiter = null;
-        passOn = woken;
+        passOn = answered ? gotBatch && (woken || (w != null && w.wasWoken())) : woken;
       }
       if (w != null) {
         forget(w, false);
       }
-      if (passOn) {
+      if (!passOn) {
+        return;
+      }
+      if (!answered) {
         passOn(namespace, deploymentId);
+      } else if (bootBatch) {
+        wakeOne(namespace, deploymentId);
+      } else {
+        wakeOne(namespace);
       }
     }
   }

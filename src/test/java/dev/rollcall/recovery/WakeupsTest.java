@@ -124,19 +124,34 @@ class WakeupsTest {
     assertEquals(0, wakeups.waiting("ns"));
   }
 
+  /** Two held claims of d1, each looking: the older first. */
+  private record TwoHeld(
+      Wakeups.Hold older,
+      Wakeups.Waiter olderWaiter,
+      Wakeups.Hold next,
+      Wakeups.Waiter nextWaiter) {}
+
+  /** Two held claims of d1; a notice wakes the older, which then looks again. */
+  private TwoHeld olderWokenAndLookingAgain() {
+    Wakeups.Hold older = wakeups.hold("ns", "d1");
+    Wakeups.Waiter olderWaiter = older.look();
+    Wakeups.Hold next = wakeups.hold("ns", "d1");
+    TwoHeld two = new TwoHeld(older, olderWaiter, next, next.look());
+    wakeups.wakeOne("ns");
+    assertTrue(olderWaiter.wasWoken());
+    assertFalse(two.nextWaiter().wasWoken());
+    older.napped(true);
+    assertNotNull(older.look());
+    return two;
+  }
+
   @Test
   void aWokenClaimThatFailsPassesTheWakeOnOnce() {
-    Wakeups.Hold dying = wakeups.hold("ns", "d1");
-    Wakeups.Waiter first = dying.look();
-    Wakeups.Hold live = wakeups.hold("ns", "d1");
-    Wakeups.Waiter second = live.look();
-
     // The notice wakes the oldest: the claim of an instance that has just died.
-    wakeups.wakeOne("ns");
-    assertTrue(first.wasWoken());
-    assertFalse(second.wasWoken());
-    dying.napped(true);
-    assertNotNull(dying.look());
+    TwoHeld two = olderWokenAndLookingAgain();
+    Wakeups.Hold dying = two.older();
+    Wakeups.Hold live = two.next();
+    Wakeups.Waiter second = two.nextWaiter();
     // Its next look fails (the instance is dead: 410); the wake goes to the claim still waiting.
     dying.abandoned();
     assertTrue(second.wasWoken(), "the wake went on to the live claim");
@@ -155,15 +170,11 @@ class WakeupsTest {
 
   @Test
   void aWokenClaimThatGotABatchWakesTheNextOne() {
-    Wakeups.Hold taker = wakeups.hold("ns", "d1");
-    Wakeups.Waiter first = taker.look();
-    Wakeups.Hold next = wakeups.hold("ns", "d1");
-    Wakeups.Waiter second = next.look();
-    wakeups.wakeOne("ns");
-    taker.napped(first.wasWoken());
-    assertNotNull(taker.look());
+    TwoHeld two = olderWokenAndLookingAgain();
+    Wakeups.Hold next = two.next();
+    Wakeups.Waiter second = two.nextWaiter();
 
-    taker.answered(true, false);
+    two.older().answered(true, false);
 
     assertTrue(second.wasWoken(), "more may be left for the next waiting claim");
     next.napped(true);
