@@ -224,30 +224,39 @@ public class ClaimService {
     return gate.run(() -> pool.withTransaction(conn -> firstLook(conn, source, caller, maxRuns)))
         .chain(
             plan ->
-                plan.served().isPresent()
-                    ? Uni.createFrom().item(plan.served().get())
-                    : underLocks(source, caller, plan.order(), plan.next(), maxRuns, plan.waitMs()))
-        .chain(
-            served -> {
-              if (served.batch().isPresent()) {
-                return Uni.createFrom().item(new ClaimResult.Batch(served.batch().get()));
-              }
-              if (served.range().isEmpty()) {
-                return Uni.createFrom().item(answer(served.waitMs(), served.bootEpochId()));
-              }
-              // The epoch lock is released: classify the range in a transaction of its own.
-              return gate.runAhead(
-                      () ->
-                          pool.withTransaction(
-                              conn ->
-                                  classify(conn, source, caller, served.range().get(), maxRuns)))
-                  .chain(
-                      batch ->
-                          batch.isPresent()
-                              ? Uni.createFrom().item(new ClaimResult.Batch(batch.get()))
-                              // Nothing to hand out in that range (or it was lost): next step.
-                              : decide(caller, maxRuns));
-            });
+                plan.bootMissing()
+                    ? openBoot(source, caller).chain(() -> decide(caller, maxRuns))
+                    : serve(source, caller, plan, maxRuns));
+  }
+
+  /**
+   * The rest of a claim after its first look: the epochs' locks, then the range's classification.
+   */
+  private Uni<ClaimResult> serve(RunSource source, Caller caller, Plan plan, int maxRuns) {
+    Uni<Served> look =
+        plan.served().isPresent()
+            ? Uni.createFrom().item(plan.served().get())
+            : underLocks(source, caller, plan.order(), plan.next(), maxRuns, plan.waitMs());
+    return look.chain(
+        served -> {
+          if (served.batch().isPresent()) {
+            return Uni.createFrom().item(new ClaimResult.Batch(served.batch().get()));
+          }
+          if (served.range().isEmpty()) {
+            return Uni.createFrom().item(answer(served.waitMs(), served.bootEpochId()));
+          }
+          // The epoch lock is released: classify the range in a transaction of its own.
+          return gate.runAhead(
+                  () ->
+                      pool.withTransaction(
+                          conn -> classify(conn, source, caller, served.range().get(), maxRuns)))
+              .chain(
+                  batch ->
+                      batch.isPresent()
+                          ? Uni.createFrom().item(new ClaimResult.Batch(batch.get()))
+                          // Nothing to hand out in that range (or it was lost): next step.
+                          : decide(caller, maxRuns));
+        });
   }
 
   private ClaimResult answer(Optional<Long> waitMs, Long bootEpochId) {
@@ -261,13 +270,23 @@ public class ClaimService {
    * ({@code served}), or else the index of the epoch to take the lock of next ({@code next}), with
    * the soonest wait hint of the epochs before it ({@code waitMs}).
    */
-  private record Plan(List<Epoch> order, Optional<Served> served, int next, Optional<Long> waitMs) {
+  private record Plan(
+      List<Epoch> order,
+      Optional<Served> served,
+      int next,
+      Optional<Long> waitMs,
+      boolean bootMissing) {
     static Plan found(List<Epoch> order, Served served) {
-      return new Plan(order, Optional.of(served), order.size(), Optional.empty());
+      return new Plan(order, Optional.of(served), order.size(), Optional.empty(), false);
     }
 
     static Plan from(List<Epoch> order, int next, Optional<Long> waitMs) {
-      return new Plan(order, Optional.empty(), next, waitMs);
+      return new Plan(order, Optional.empty(), next, waitMs, false);
+    }
+
+    /** The caller's deploy has no boot epoch yet: create it, then look again. */
+    static Plan bootToCreate() {
+      return new Plan(List.of(), Optional.empty(), 0, Optional.empty(), true);
     }
   }
 
@@ -283,32 +302,41 @@ public class ClaimService {
         .chain(() -> bootRecoveryOn(conn, caller.namespace()))
         .chain(
             on ->
-                on
-                    ? bootEpoch(conn, source, caller).map(Optional::of)
-                    // Switched off by an operator: the deploy's pass is not served
-                    // (nor created); shared work (takeovers, sweeps) still is.
-                    : epochs
-                        .findBoot(conn, caller.namespace(), caller.deploymentId())
-                        .map(found -> found.map(Epoch::closedView)))
-        .chain(
-            boot ->
                 epochs
-                    .openShared(conn, caller.namespace())
+                    .findBoot(conn, caller.namespace(), caller.deploymentId())
                     .chain(
-                        shared -> {
-                          List<Epoch> order = new ArrayList<>(shared);
-                          boot.ifPresent(order::add);
-                          Long bootId = boot.map(Epoch::id).orElse(null);
-                          return reletInOrder(conn, source, caller, order, 0)
-                              .chain(
-                                  served ->
-                                      served.isPresent()
-                                          ? Uni.createFrom()
-                                              .item(
-                                                  Plan.found(
-                                                      order, served.get().withBootEpoch(bootId)))
-                                          : stepIfFree(conn, source, caller, order, maxRuns));
+                        found -> {
+                          if (on && found.isEmpty()) {
+                            // The deploy's first claim: the epoch is created in a transaction of
+                            // its own (openBoot), so concurrent first claims wait for that alone.
+                            return Uni.createFrom().item(Plan.bootToCreate());
+                          }
+                          // Switched off by an operator: the deploy's pass is not served (nor
+                          // created); shared work (takeovers, sweeps) still is.
+                          Optional<Epoch> boot = on ? found : found.map(Epoch::closedView);
+                          return epochs
+                              .openShared(conn, caller.namespace())
+                              .chain(shared -> lookAt(conn, source, caller, shared, boot, maxRuns));
                         }));
+  }
+
+  /** The first look at the caller's epochs in order: a claimable batch or range, else a step. */
+  private Uni<Plan> lookAt(
+      SqlClient conn,
+      RunSource source,
+      Caller caller,
+      List<Epoch> shared,
+      Optional<Epoch> boot,
+      int maxRuns) {
+    List<Epoch> order = new ArrayList<>(shared);
+    boot.ifPresent(order::add);
+    Long bootId = boot.map(Epoch::id).orElse(null);
+    return reletInOrder(conn, source, caller, order, 0)
+        .chain(
+            served ->
+                served.isPresent()
+                    ? Uni.createFrom().item(Plan.found(order, served.get().withBootEpoch(bootId)))
+                    : stepIfFree(conn, source, caller, order, maxRuns));
   }
 
   /**
@@ -467,36 +495,54 @@ public class ClaimService {
         .map(rows -> rows.size() == 0 || rows.iterator().next().getBoolean("boot_recovery"));
   }
 
-  /** The deploy's boot epoch, created on the first claim of the deploy. */
-  private Uni<Epoch> bootEpoch(SqlClient conn, RunSource source, Caller caller) {
-    return epochs
-        .findBoot(conn, caller.namespace(), caller.deploymentId())
+  /**
+   * Creates the deploy's boot epoch, unless a concurrent first claim did, in one short transaction:
+   * the snapshot bound, the row and the source's preparation of its evidence. Concurrent first
+   * claims of the deploy, on any service replica, wait on the row's unique key for this transaction
+   * and no longer. The creator then closes the passes the new one supersedes, in a transaction of
+   * its own: closing waits for each old epoch's lock, and the deploy's other claimers must not wait
+   * behind it.
+   */
+  private Uni<Void> openBoot(RunSource source, Caller caller) {
+    return gate.run(
+            () ->
+                pool.withTransaction(
+                    conn ->
+                        InstanceService.requireLive(conn, caller.instanceId())
+                            .chain(() -> unavailableIfFails(source, source.snapshot(conn)))
+                            .chain(
+                                snapshot ->
+                                    epochs.createBoot(
+                                        conn,
+                                        caller.namespace(),
+                                        caller.deploymentId(),
+                                        snapshot,
+                                        caller.instanceId()))
+                            .call(
+                                created ->
+                                    created.isPresent()
+                                        ? source.prepareEpoch(conn, created.get())
+                                        : Uni.createFrom().voidItem())))
         .chain(
-            found -> {
-              if (found.isPresent()) {
-                return Uni.createFrom().item(found.get());
-              }
-              // Only the first claim of a deploy reads the snapshot bound; later ones find the row.
-              return unavailableIfFails(source, source.snapshot(conn))
-                  .chain(
-                      snapshot ->
-                          epochs.createBoot(
-                              conn,
-                              caller.namespace(),
-                              caller.deploymentId(),
-                              snapshot,
-                              caller.instanceId()))
-                  .chain(
-                      created ->
-                          epochs
-                              .findBoot(conn, caller.namespace(), caller.deploymentId())
-                              .map(Optional::orElseThrow)
-                              .call(
-                                  boot ->
-                                      created
-                                          ? source.prepareEpoch(conn, boot.id())
-                                          : Uni.createFrom().voidItem()));
-            });
+            created ->
+                created.isEmpty()
+                    ? Uni.createFrom().voidItem()
+                    : gate.runAhead(
+                            () ->
+                                pool.withTransaction(
+                                    conn -> epochs.closeSuperseded(conn, caller.namespace())))
+                        // The new pass is committed and serves; the periodic check closes what
+                        // this could not.
+                        .onFailure()
+                        .invoke(
+                            e ->
+                                LOG.warnf(
+                                    "boot epoch %d of namespace %s: older passes not closed yet"
+                                        + " (%s); the stranded-epoch check retries",
+                                    created.get(), caller.namespace(), e.toString()))
+                        .onFailure()
+                        .recoverWithNull()
+                        .replaceWithVoid());
   }
 
   /**

@@ -35,10 +35,12 @@ public class Epochs {
   /**
    * Creates the boot epoch of a deploy unless a concurrent claimer (on any service replica) did so
    * first: the unique index on (namespace, deployment_id) for kind boot makes the losers' insert a
-   * no-op after the winner commits. Returns true when this call created it; the creator also closes
-   * older open boot epochs of the namespace, whose runs the new pass covers.
+   * no-op after the winner commits, so the losers wait for the winner's transaction. Keep that
+   * transaction short: the creator closes the passes it supersedes ({@link #closeSuperseded}) in a
+   * transaction of its own, after this one committed. Returns the new epoch's id when this call
+   * created it.
    */
-  public Uni<Boolean> createBoot(
+  public Uni<Optional<Long>> createBoot(
       SqlClient client, String namespace, String deploymentId, Snapshot snapshot, UUID creator) {
     return client
         .preparedQuery(
@@ -49,52 +51,69 @@ public class Epochs {
                 + " RETURNING id")
         .execute(
             Tuple.of(namespace, deploymentId, snapshot.maxRunId(), snapshot.takenAt(), creator))
-        .chain(
+        .map(
             rows -> {
               if (rows.size() == 0) {
-                return Uni.createFrom().item(false);
+                return Optional.<Long>empty();
               }
               long id = rows.iterator().next().getLong("id");
               LOG.infof(
                   "epoch %d opened: boot of deployment %s in namespace %s (snapshot max id %s)",
                   id, deploymentId, namespace, snapshot.maxRunId());
-              // Only older deploys' passes: a deploy is older when its first instance registered
-              // before this one's first. Two deploys live side by side (blue/green, canary) each
-              // keep their own pass, whichever opened first; a deploy whose instances are all
-              // gone (and forgotten) counts as older.
-              return client
-                  .preparedQuery(
-                      "SELECT e.id FROM rollcall.epochs e WHERE e.namespace = $1"
-                          + " AND e.kind = 'boot' AND e.state = 'open' AND e.id <> $2"
-                          + " AND coalesce((SELECT min(i.registered_at) FROM rollcall.instances i"
-                          + "   WHERE i.namespace = $1 AND i.deployment_id = e.deployment_id),"
-                          + "   '-infinity') < (SELECT min(i.registered_at)"
-                          + "   FROM rollcall.instances i"
-                          + "   WHERE i.namespace = $1 AND i.deployment_id = $3)"
-                          + " ORDER BY e.id")
-                  .execute(Tuple.of(namespace, id, deploymentId))
-                  .chain(
-                      older -> {
-                        Uni<Void> closing = Uni.createFrom().voidItem();
-                        for (Row r : older) {
-                          long old = r.getLong("id");
-                          closing =
-                              closing.chain(
-                                  () ->
-                                      close(client, old, "superseded")
-                                          .invoke(
-                                              closed -> {
-                                                if (closed) {
-                                                  LOG.infof(
-                                                      "epoch %d closed: superseded by boot epoch"
-                                                          + " %d",
-                                                      old, id);
-                                                }
-                                              })
-                                          .replaceWithVoid());
-                        }
-                        return closing.replaceWith(true);
-                      });
+              return Optional.of(id);
+            });
+  }
+
+  /**
+   * Closes, as {@code superseded}, every open boot epoch of the namespace that a later boot epoch
+   * supersedes: one created after it (a higher id) for a deploy whose first instance registered
+   * after its own deploy's first. Two deploys live side by side (blue/green, canary) each keep
+   * their own pass, whichever opened first; a deploy whose instances are all gone (and forgotten)
+   * counts as older. The creator of a boot epoch calls this once its epoch committed, and the
+   * periodic check of {@link StrandedEpochs} calls it too, so a creator that dies between the two
+   * leaves the older pass open for one reaper interval at most. Returns the epochs it closed.
+   */
+  public Uni<List<Long>> closeSuperseded(SqlClient client, String namespace) {
+    return client
+        .preparedQuery(
+            "SELECT x.id, (SELECT min(y.id) FROM rollcall.epochs y WHERE y.namespace = $1"
+                + "   AND y.kind = 'boot' AND y.id > x.id"
+                + "   AND coalesce((SELECT min(i.registered_at) FROM rollcall.instances i"
+                + "     WHERE i.namespace = $1 AND i.deployment_id = x.deployment_id),"
+                + "     '-infinity') < (SELECT min(i.registered_at) FROM rollcall.instances i"
+                + "     WHERE i.namespace = $1 AND i.deployment_id = y.deployment_id)) AS by_id"
+                + " FROM rollcall.epochs x"
+                + " WHERE x.namespace = $1 AND x.kind = 'boot' AND x.state = 'open'"
+                + " ORDER BY x.id")
+        .execute(Tuple.of(namespace))
+        .chain(
+            rows -> {
+              List<Long> closed = new ArrayList<>();
+              Uni<Void> chain = Uni.createFrom().voidItem();
+              // In id order, one epoch's lock at a time: two closers never wait on each other
+              // the other way round.
+              for (Row r : rows) {
+                Long by = r.getLong("by_id");
+                if (by == null) {
+                  continue;
+                }
+                long old = r.getLong("id");
+                chain =
+                    chain.chain(
+                        () ->
+                            close(client, old, "superseded")
+                                .invoke(
+                                    done -> {
+                                      if (done) {
+                                        closed.add(old);
+                                        LOG.infof(
+                                            "epoch %d closed: superseded by boot epoch %d",
+                                            old, by);
+                                      }
+                                    })
+                                .replaceWithVoid());
+              }
+              return chain.map(ignored -> closed);
             });
   }
 

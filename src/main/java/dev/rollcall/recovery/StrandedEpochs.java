@@ -6,13 +6,16 @@ import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.util.ArrayList;
 import java.util.List;
 import org.jboss.logging.Logger;
 
 /**
  * Closes boot epochs nobody can finish: their deployment has had no live instance for longer than
- * {@code rollcall.stranded-epoch-grace}. Runs on the reaper's interval, on every service replica
- * (each close is one guarded update, so replicas racing close each epoch once).
+ * {@code rollcall.stranded-epoch-grace}; and boot epochs a later deploy's pass superseded, which
+ * its creator closes right after creating it, should that creator have died in between ({@link
+ * Epochs#closeSuperseded}). Runs on the reaper's interval, on every service replica (each close is
+ * one guarded update, so replicas racing close each epoch once).
  */
 @ApplicationScoped
 public class StrandedEpochs {
@@ -48,7 +51,17 @@ public class StrandedEpochs {
         .iterable(config.namespaces().keySet())
         .onItem()
         .transformToUniAndConcatenate(
-            ns -> pool.withTransaction(conn -> epochs.closeStranded(conn, ns, graceMs())))
+            ns ->
+                pool.withTransaction(conn -> epochs.closeSuperseded(conn, ns))
+                    .chain(
+                        superseded ->
+                            pool.withTransaction(conn -> epochs.closeStranded(conn, ns, graceMs()))
+                                .map(
+                                    stranded -> {
+                                      List<Long> closed = new ArrayList<>(superseded);
+                                      closed.addAll(stranded);
+                                      return closed;
+                                    })))
         .onItem()
         .transformToIterable(closed -> closed)
         .collect()

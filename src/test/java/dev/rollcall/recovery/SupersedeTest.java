@@ -1,0 +1,114 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
+import dev.rollcall.testing.RollcallTestResource;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import jakarta.inject.Inject;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A new deploy's pass supersedes the open passes of older deploys. Its creation commits on its own,
+ * so the deploy's other first claims never wait for the older passes' locks; a close lost between
+ * the two is made by the periodic check.
+ */
+@ServiceTest
+class SupersedeTest extends ApiTestBase {
+
+  static final String NS = SourceTables.SMALL;
+
+  @Inject StrandedEpochs periodic;
+
+  @Test
+  void aDeploysOtherFirstClaimsDoNotWaitForTheCloseOfAPassItSupersedes() throws Exception {
+    Instance old = api.register(NS, "old-" + UUID.randomUUID(), "old-1");
+    long oldEpoch = api.claimBatch(old, 1).epochId();
+    String deploy = "new-" + UUID.randomUUID();
+    Instance creator = api.register(NS, deploy, "new-1");
+    Instance peer = api.register(NS, deploy, "new-2");
+
+    CompletableFuture<Api.Reply> created;
+    // A cut of the old pass holds its epoch's lock: closing the old pass waits for it.
+    try (Connection cut = Db.holdingEpochLock(oldEpoch)) {
+      created = CompletableFuture.supplyAsync(() -> api.claim(creator, 1));
+      Poll.until(
+          "the new deploy's boot epoch is committed while the old pass's lock is held",
+          Duration.ofSeconds(10),
+          () -> bootEpochs(deploy) == 1);
+      Poll.until(
+          "the creator's close waits for the old pass's lock",
+          Duration.ofSeconds(10),
+          () ->
+              Db.number(
+                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                          + " AND query LIKE 'UPDATE rollcall.epochs SET state = ''closed''%'")
+                  == 1);
+
+      // Had the creation and the close been one transaction, this claim would wait on the new
+      // epoch's unique key for as long as the old pass's lock is held.
+      Api.Batch served =
+          CompletableFuture.supplyAsync(() -> api.claimBatch(peer, 1)).get(20, TimeUnit.SECONDS);
+
+      assertEquals(bootEpochId(deploy), served.epochId());
+      assertEquals("open:", LongLivedTest.state(oldEpoch), "closing waits for the cut");
+      cut.rollback();
+    }
+    assertEquals("batch", created.get(30, TimeUnit.SECONDS).expect(200).text("status"));
+    assertEquals("closed:superseded", LongLivedTest.state(oldEpoch));
+  }
+
+  @Test
+  void aSupersedingCloseLostAfterTheNewPassCommittedIsMadeByThePeriodicCheck() {
+    Instance blue = api.register(NS, "blue-" + UUID.randomUUID(), "blue-1");
+    Instance green = api.register(NS, "green-" + UUID.randomUUID(), "green-1");
+    // Green (the newer deploy) opens its pass first, blue's comes later: side by side, neither
+    // supersedes the other, now or in the periodic check.
+    long greenEpoch = api.claimBatch(green, 1).epochId();
+    long blueEpoch = api.claimBatch(blue, 1).epochId();
+    assertEquals(List.of(), periodic.runOnce().await().indefinitely());
+    assertEquals("open:", LongLivedTest.state(greenEpoch));
+    assertEquals("open:", LongLivedTest.state(blueEpoch));
+
+    // A later deploy's pass committed, and its creator died before closing the older passes.
+    String next = "next-" + UUID.randomUUID();
+    api.register(NS, next, "next-1");
+    long nextEpoch =
+        Db.number(
+            "INSERT INTO rollcall.epochs (namespace, kind, deployment_id, snapshot_max_id,"
+                + " snapshot_at) VALUES (?, 'boot', ?, NULL, now()) RETURNING id",
+            NS,
+            next);
+    assertEquals("open:", LongLivedTest.state(greenEpoch));
+
+    List<Long> closed = periodic.runOnce().await().indefinitely();
+
+    assertTrue(closed.containsAll(List.of(greenEpoch, blueEpoch)), closed::toString);
+    assertEquals("closed:superseded", LongLivedTest.state(greenEpoch));
+    assertEquals("closed:superseded", LongLivedTest.state(blueEpoch));
+    assertEquals("open:", LongLivedTest.state(nextEpoch));
+    api.post("admin/epochs/" + nextEpoch + "/close", RollcallTestResource.ADMIN_TOKEN, null);
+  }
+
+  private static long bootEpochs(String deploy) {
+    return Db.number(
+        "SELECT count(*) FROM rollcall.epochs WHERE kind = 'boot' AND deployment_id = ?", deploy);
+  }
+
+  private static long bootEpochId(String deploy) {
+    return Db.number(
+        "SELECT id FROM rollcall.epochs WHERE kind = 'boot' AND deployment_id = ?", deploy);
+  }
+}
