@@ -67,6 +67,10 @@ class LoadBenchmarkIT {
     ConcurrentLinkedQueue<Long> claimMs = new ConcurrentLinkedQueue<>();
     // Claims that handed out a batch (the others answered wait or done).
     ConcurrentLinkedQueue<Long> batchClaimMs = new ConcurrentLinkedQueue<>();
+    // How late each counted claim left the claimer (its thread was busy with the claimer's own
+    // heartbeat, leave or registration), and its latency from then: the service's share.
+    ConcurrentLinkedQueue<Long> claimSentLateMs = new ConcurrentLinkedQueue<>();
+    ConcurrentLinkedQueue<Long> claimFromSentMs = new ConcurrentLinkedQueue<>();
     Map<String, AtomicLong> errorsByKind = new ConcurrentHashMap<>();
     AtomicLong runsHandedOut = new AtomicLong();
     AtomicLong leasesLost = new AtomicLong();
@@ -201,6 +205,7 @@ class LoadBenchmarkIT {
                 }
                 sleep((due - System.nanoTime()) / 1_000_000);
                 Api.Reply r;
+                long sent = System.nanoTime();
                 try {
                   r = api.claim(i, claimRuns);
                 } catch (RuntimeException e) {
@@ -212,6 +217,8 @@ class LoadBenchmarkIT {
                 boolean counted = due >= window.get(0) && due < window.get(1);
                 if (counted) {
                   claimMs.add((answered - due) / 1_000_000);
+                  claimSentLateMs.add(Math.max(0, sent - due) / 1_000_000);
+                  claimFromSentMs.add((answered - sent) / 1_000_000);
                 }
                 next = due + claimPeriodNanos;
                 if (r.status() != 200) {
@@ -283,6 +290,8 @@ class LoadBenchmarkIT {
             + "  claims      %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%s; %d batches, %d runs"
             + " handed out)%n"
             + "  with a batch %5d         p50 %d ms  p99 %d ms%n"
+            + "  claims left the claimer late by p50 %d ms, p99 %d ms; from when sent p50 %d ms,"
+            + " p99 %d ms%n"
             + "  registering %d instances took %d ms; the window opened %d s later%n"
             + "  errors      %s%n"
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
@@ -314,6 +323,10 @@ class LoadBenchmarkIT {
         batchClaimMs.size(),
         percentile(batchClaimMs, 0.50),
         percentile(batchClaimMs, 0.99),
+        percentile(claimSentLateMs, 0.50),
+        percentile(claimSentLateMs, 0.99),
+        percentile(claimFromSentMs, 0.50),
+        percentile(claimFromSentMs, 0.99),
         instanceCount,
         registerMs,
         warmUp,
