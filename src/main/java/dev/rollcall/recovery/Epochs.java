@@ -76,45 +76,29 @@ public class Epochs {
   public Uni<List<Long>> closeSuperseded(SqlClient client, String namespace) {
     return client
         .preparedQuery(
-            "SELECT x.id, (SELECT min(y.id) FROM rollcall.epochs y WHERE y.namespace = $1"
+            "SELECT id, by_id FROM (SELECT x.id, (SELECT min(y.id) FROM rollcall.epochs y"
+                + "   WHERE y.namespace = $1"
                 + "   AND y.kind = 'boot' AND y.id > x.id"
                 + "   AND coalesce((SELECT min(i.registered_at) FROM rollcall.instances i"
                 + "     WHERE i.namespace = $1 AND i.deployment_id = x.deployment_id),"
                 + "     '-infinity') < (SELECT min(i.registered_at) FROM rollcall.instances i"
                 + "     WHERE i.namespace = $1 AND i.deployment_id = y.deployment_id)) AS by_id"
                 + " FROM rollcall.epochs x"
-                + " WHERE x.namespace = $1 AND x.kind = 'boot' AND x.state = 'open'"
-                + " ORDER BY x.id")
+                + " WHERE x.namespace = $1 AND x.kind = 'boot' AND x.state = 'open') s"
+                + " WHERE by_id IS NOT NULL ORDER BY id")
         .execute(Tuple.of(namespace))
+        // In id order, one epoch's lock at a time: two closers never wait on each other the
+        // other way round.
         .chain(
-            rows -> {
-              List<Long> closed = new ArrayList<>();
-              Uni<Void> chain = Uni.createFrom().voidItem();
-              // In id order, one epoch's lock at a time: two closers never wait on each other
-              // the other way round.
-              for (Row r : rows) {
-                Long by = r.getLong("by_id");
-                if (by == null) {
-                  continue;
-                }
-                long old = r.getLong("id");
-                chain =
-                    chain.chain(
-                        () ->
-                            close(client, old, "superseded")
-                                .invoke(
-                                    done -> {
-                                      if (done) {
-                                        closed.add(old);
-                                        LOG.infof(
-                                            "epoch %d closed: superseded by boot epoch %d",
-                                            old, by);
-                                      }
-                                    })
-                                .replaceWithVoid());
-              }
-              return chain.map(ignored -> closed);
-            });
+            rows ->
+                closeEach(
+                    client,
+                    rows,
+                    "superseded",
+                    r ->
+                        LOG.infof(
+                            "epoch %d closed: superseded by boot epoch %d",
+                            r.getLong("id"), r.getLong("by_id"))));
   }
 
   /**
@@ -341,31 +325,42 @@ public class Epochs {
                 + " ORDER BY e.id")
         .execute(Tuple.of(namespace, graceMs))
         .chain(
-            rows -> {
-              List<Long> closed = new ArrayList<>();
-              Uni<Void> chain = Uni.createFrom().voidItem();
-              for (Row r : rows) {
-                long id = r.getLong("id");
-                String deployment = r.getString("deployment_id");
-                chain =
-                    chain.chain(
-                        () ->
-                            close(client, id, "stranded")
-                                .invoke(
-                                    done -> {
-                                      if (done) {
-                                        closed.add(id);
-                                        LOG.warnf(
-                                            "epoch %d closed: stranded, deployment %s of"
-                                                + " namespace %s has had no live instance for"
-                                                + " %d ms",
-                                            id, deployment, namespace, graceMs);
-                                      }
-                                    })
-                                .replaceWithVoid());
-              }
-              return chain.map(ignored -> closed);
-            });
+            rows ->
+                closeEach(
+                    client,
+                    rows,
+                    "stranded",
+                    r ->
+                        LOG.warnf(
+                            "epoch %d closed: stranded, deployment %s of namespace %s has had no"
+                                + " live instance for %d ms",
+                            r.getLong("id"), r.getString("deployment_id"), namespace, graceMs)));
+  }
+
+  /**
+   * Closes the epochs of the rows (column {@code id}) one after another, in the rows' order ({@link
+   * #close}); returns those this call closed, each row reported to {@code closed} as it is.
+   */
+  private Uni<List<Long>> closeEach(
+      SqlClient client, RowSet<Row> rows, String reason, java.util.function.Consumer<Row> closed) {
+    List<Long> done = new ArrayList<>();
+    Uni<Void> chain = Uni.createFrom().voidItem();
+    for (Row r : rows) {
+      long id = r.getLong("id");
+      chain =
+          chain.chain(
+              () ->
+                  close(client, id, reason)
+                      .invoke(
+                          now -> {
+                            if (now) {
+                              done.add(id);
+                              closed.accept(r);
+                            }
+                          })
+                      .replaceWithVoid());
+    }
+    return chain.map(ignored -> done);
   }
 
   /** What a closed epoch no longer needs: its decoded queue evidence. */

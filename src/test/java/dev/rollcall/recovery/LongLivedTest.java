@@ -51,6 +51,10 @@ class LongLivedTest extends ApiTestBase {
 
     assertEquals("open:", state(greenEpoch), "a side-by-side older deploy closed a newer pass");
     assertEquals("open:", state(blueEpoch));
+    assertEquals(
+        List.of(),
+        stranded.runOnce().await().indefinitely(),
+        "the periodic check closed a pass beside another (it closes superseded ones too)");
 
     Instance next = api.register(NS, "next-" + UUID.randomUUID(), "next-1");
     long nextEpoch = api.claimBatch(next, 1).epochId();
