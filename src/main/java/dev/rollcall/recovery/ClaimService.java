@@ -820,6 +820,9 @@ public class ClaimService {
   private Uni<Served> closeOrWait(SqlClient conn, Epoch epoch) {
     return epochs
         .closeIfFinished(conn, epoch.id())
+        // A claimer that closes the pass is in a claim's transaction already: it forgets the
+        // pass's evidence there.
+        .call(closed -> closed ? Epochs.forget(conn, epoch.id()) : Uni.createFrom().voidItem())
         .chain(
             closed -> {
               if (closed || epoch.kind() != EpochKind.BOOT) {

@@ -233,18 +233,42 @@ public class CompletionService {
 
   /**
    * In a transaction of its own, after the complete committed: takes the epoch lock first, so the
-   * check sees every batch committed before it (this complete's included).
+   * check sees every batch committed before it (this complete's included). Once the close has
+   * committed (and with it the notice that wakes the deploy's waiting claims), the pass's evidence
+   * is deleted in a third transaction that the complete's answer does not wait for: a client learns
+   * its pass is over from that answer too.
    */
   private Uni<Void> closeIfFinished(long epochId) {
     return pool.withTransaction(
-        conn ->
-            epochs
-                .lock(conn, epochId)
-                .chain(
-                    epoch ->
-                        epoch.open()
-                            ? epochs.closeIfFinished(conn, epochId)
-                            : Uni.createFrom().item(false))
-                .replaceWithVoid());
+            conn ->
+                epochs
+                    .lock(conn, epochId)
+                    .chain(
+                        epoch ->
+                            epoch.open()
+                                ? epochs.closeIfFinished(conn, epochId)
+                                : Uni.createFrom().item(false)))
+        .invoke(
+            closed -> {
+              if (closed) {
+                forgetLater(epochId);
+              }
+            })
+        .replaceWithVoid();
+  }
+
+  /**
+   * Deletes a closed pass's evidence after the caller has moved on. Should it fail, or the service
+   * stop first, retention deletes it with the epoch.
+   */
+  private void forgetLater(long epochId) {
+    pool.withTransaction(conn -> Epochs.forget(conn, epochId))
+        .subscribe()
+        .with(
+            ignored -> {},
+            e ->
+                LOG.warnf(
+                    "epoch %d closed; its queue evidence is left to retention (%s)",
+                    epochId, e.toString()));
   }
 }

@@ -238,7 +238,9 @@ public class Epochs {
   /**
    * Closes the epoch if its scan is finished and no batch is ready or leased. Call it only while
    * holding the epoch lock: the check is a new statement, so it sees every batch committed before
-   * the lock was granted. Returns true when this call closed it.
+   * the lock was granted. Returns true when this call closed it. What the closed epoch no longer
+   * needs is left to {@link #forget}, which the caller runs once the close committed: the close
+   * (and with it the notice that the pass is over) does not wait for it.
    */
   public Uni<Boolean> closeIfFinished(SqlClient client, long epochId) {
     return client
@@ -257,9 +259,7 @@ public class Epochs {
                     "epoch %d closed: %s pass of namespace %s completed",
                     epochId, r.getString("kind"), r.getString("namespace"));
               }
-              return rows.size() == 1
-                  ? forget(client, epochId).replaceWith(true)
-                  : Uni.createFrom().item(false);
+              return Uni.createFrom().item(rows.size() == 1);
             });
   }
 
@@ -363,8 +363,11 @@ public class Epochs {
     return chain.map(ignored -> done);
   }
 
-  /** What a closed epoch no longer needs: its decoded queue evidence. */
-  private static Uni<Void> forget(SqlClient client, long epochId) {
+  /**
+   * Deletes what a closed epoch no longer needs: its decoded queue evidence (one row per queued
+   * workflow job when it opened). Retention deletes it with the epoch, should this not have run.
+   */
+  public static Uni<Void> forget(SqlClient client, long epochId) {
     return client
         .preparedQuery("DELETE FROM rollcall.epoch_wake_jobs WHERE epoch_id = $1")
         .execute(Tuple.of(epochId))

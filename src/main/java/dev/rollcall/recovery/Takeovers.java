@@ -111,6 +111,7 @@ public class Takeovers {
         .chain(
             opened ->
                 (opened.batches() == 0
+                        // A takeover has no queue evidence to forget (Epochs.forget).
                         ? epochs.closeIfFinished(conn, epoch.id())
                         : Uni.createFrom().item(false))
                     .chain(() -> recordDetection(conn, subject))

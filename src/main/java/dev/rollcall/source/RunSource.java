@@ -77,7 +77,7 @@ public interface RunSource {
 
   /**
    * Prepares what a new epoch's classification needs, once (e.g. decodes queued jobs into {@code
-   * rollcall.epoch_wake_jobs}, which is emptied when the epoch closes).
+   * rollcall.epoch_wake_jobs}, which is emptied once the epoch has closed).
    */
   default Uni<Void> prepareEpoch(SqlClient client, long epochId) {
     return Uni.createFrom().voidItem();
