@@ -291,7 +291,8 @@ class LoadBenchmarkIT {
             + " handed out)%n"
             + "  with a batch %5d         p50 %d ms  p99 %d ms%n"
             + "  claims left the claimer late by p50 %d ms, p99 %d ms; from when sent p50 %d ms,"
-            + " p99 %d ms%n"
+            + " p99 %d ms; in the service's claim code p50 ≤ %d ms, p99 ≤ %d ms (%.0f claims,"
+            + " its histogram's bucket bounds)%n"
             + "  registering %d instances took %d ms; the window opened %d s later%n"
             + "  errors      %s%n"
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
@@ -327,6 +328,9 @@ class LoadBenchmarkIT {
         percentile(claimSentLateMs, 0.99),
         percentile(claimFromSentMs, 0.50),
         percentile(claimFromSentMs, 0.99),
+        histogramPercentileMs(metrics, "rollcall_claim_seconds", 0.50),
+        histogramPercentileMs(metrics, "rollcall_claim_seconds", 0.99),
+        metrics.getOrDefault("rollcall_claim_seconds_count", 0.0),
         instanceCount,
         registerMs,
         warmUp,
@@ -349,10 +353,37 @@ class LoadBenchmarkIT {
     try {
       m.putAll(service.metrics("http_server_requests_seconds_", List.of("uri")));
       m.putAll(service.metrics("rollcall_heartbeat_flush_beats_", List.of()));
+      m.putAll(service.metrics("rollcall_claim_seconds_", List.of("le")));
     } catch (RuntimeException e) {
       System.out.println("service metrics not read: " + e);
     }
     return m;
+  }
+
+  /**
+   * The bucket bound (ms) under which a fraction {@code p} of a Prometheus histogram's samples
+   * fall: an upper bound of that percentile, as fine as the service's buckets. -1 without samples.
+   */
+  static long histogramPercentileMs(Map<String, Double> metrics, String name, double p) {
+    java.util.TreeMap<Double, Double> buckets = new java.util.TreeMap<>();
+    String prefix = name + "_bucket{le=\"";
+    metrics.forEach(
+        (k, v) -> {
+          if (k.startsWith(prefix)) {
+            String le = k.substring(prefix.length(), k.length() - 2);
+            buckets.put(le.equals("+Inf") ? Double.POSITIVE_INFINITY : Double.parseDouble(le), v);
+          }
+        });
+    double total = buckets.isEmpty() ? 0 : buckets.lastEntry().getValue();
+    if (total < 0.5) {
+      return -1;
+    }
+    for (Map.Entry<Double, Double> b : buckets.entrySet()) {
+      if (b.getValue() >= p * total) {
+        return b.getKey().isInfinite() ? Long.MAX_VALUE : Math.round(b.getKey() * 1000);
+      }
+    }
+    return Long.MAX_VALUE;
   }
 
   private static String loadAverage() {
