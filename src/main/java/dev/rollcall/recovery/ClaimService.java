@@ -224,9 +224,9 @@ public class ClaimService {
     return gate.run(() -> pool.withTransaction(conn -> firstLook(conn, source, caller, maxRuns)))
         .chain(
             plan ->
-                plan.bootMissing()
+                plan.isEmpty()
                     ? openBoot(source, caller).chain(() -> decide(caller, maxRuns))
-                    : serve(source, caller, plan, maxRuns));
+                    : serve(source, caller, plan.get(), maxRuns));
   }
 
   /**
@@ -270,34 +270,25 @@ public class ClaimService {
    * ({@code served}), or else the index of the epoch to take the lock of next ({@code next}), with
    * the soonest wait hint of the epochs before it ({@code waitMs}).
    */
-  private record Plan(
-      List<Epoch> order,
-      Optional<Served> served,
-      int next,
-      Optional<Long> waitMs,
-      boolean bootMissing) {
+  private record Plan(List<Epoch> order, Optional<Served> served, int next, Optional<Long> waitMs) {
     static Plan found(List<Epoch> order, Served served) {
-      return new Plan(order, Optional.of(served), order.size(), Optional.empty(), false);
+      return new Plan(order, Optional.of(served), order.size(), Optional.empty());
     }
 
     static Plan from(List<Epoch> order, int next, Optional<Long> waitMs) {
-      return new Plan(order, Optional.empty(), next, waitMs, false);
-    }
-
-    /** The caller's deploy has no boot epoch yet: create it, then look again. */
-    static Plan bootToCreate() {
-      return new Plan(List.of(), Optional.empty(), 0, Optional.empty(), true);
+      return new Plan(order, Optional.empty(), next, waitMs);
     }
   }
 
   /**
-   * The first transaction of a claim: the caller's epochs in order (creating its deploy's boot
-   * epoch on the first claim), and a claimable batch or range of any of them if there is one. With
-   * none, it takes the first open epoch's step at once if that epoch's lock is free and no claim of
-   * this replica is queued for it: a lone claimer cuts its page in this transaction, not in one
-   * more.
+   * The first transaction of a claim: the caller's epochs in order, and a claimable batch or range
+   * of any of them if there is one. With none, it takes the first open epoch's step at once if that
+   * epoch's lock is free and no claim of this replica is queued for it: a lone claimer cuts its
+   * page in this transaction, not in one more. Empty when the caller's deploy has no boot epoch
+   * yet: the claim creates it ({@link #openBoot}) and looks again.
    */
-  private Uni<Plan> firstLook(SqlClient conn, RunSource source, Caller caller, int maxRuns) {
+  private Uni<Optional<Plan>> firstLook(
+      SqlClient conn, RunSource source, Caller caller, int maxRuns) {
     return InstanceService.requireLive(conn, caller.instanceId())
         .chain(() -> bootRecoveryOn(conn, caller.namespace()))
         .chain(
@@ -309,14 +300,15 @@ public class ClaimService {
                           if (on && found.isEmpty()) {
                             // The deploy's first claim: the epoch is created in a transaction of
                             // its own (openBoot), so concurrent first claims wait for that alone.
-                            return Uni.createFrom().item(Plan.bootToCreate());
+                            return Uni.createFrom().item(Optional.<Plan>empty());
                           }
                           // Switched off by an operator: the deploy's pass is not served (nor
                           // created); shared work (takeovers, sweeps) still is.
                           Optional<Epoch> boot = on ? found : found.map(Epoch::closedView);
                           return epochs
                               .openShared(conn, caller.namespace())
-                              .chain(shared -> lookAt(conn, source, caller, shared, boot, maxRuns));
+                              .chain(shared -> lookAt(conn, source, caller, shared, boot, maxRuns))
+                              .map(Optional::of);
                         }));
   }
 
