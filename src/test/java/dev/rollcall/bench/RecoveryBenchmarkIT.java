@@ -35,7 +35,8 @@ import org.junit.jupiter.api.Test;
  * unset, they take the service's default, as the client does), {@code
  * -Dbench.scenarios=engine,rollcall} ({@code client-alone} adds Rollcall's scenarios with replicas
  * that run the client without the engine's world beside it), {@code -Dbench.stay=true} (Rollcall's
- * replicas leave only once all of them learnt "done").
+ * replicas leave only once all of them learnt "done"), {@code -Dbench.statements=15} (after each
+ * Rollcall scenario, the statements PostgreSQL spent most time on: {@link StatementProfile}).
  */
 @Tag("benchmark")
 class RecoveryBenchmarkIT {
@@ -65,6 +66,7 @@ class RecoveryBenchmarkIT {
   private List<ServiceProcess> services;
   private long seedJobs;
   private long rowsReadMark;
+  private StatementProfile statements;
 
   @Test
   void sideBySide() throws Exception {
@@ -72,6 +74,7 @@ class RecoveryBenchmarkIT {
     try (TestDatabase database = TestDatabase.start()) {
       db = database;
       EngineFixture.setUpSchemas(db);
+      statements = StatementProfile.of(db);
       Map<String, String> settings = new HashMap<>();
       String p = "rollcall.namespaces.\"" + NAMESPACE + "\".";
       settings.put(p + "registration-secret", SECRET);
@@ -367,7 +370,12 @@ class RecoveryBenchmarkIT {
       leaver.setDaemon(true);
       leaver.start();
     }
+    statements.reset();
     Result r = race(replicas, Duration.ofMinutes(10), services.subList(0, serviceCount));
+    statements.print(
+        String.format(
+            "rollcall N=%d, %d service replicas%s",
+            n, serviceCount, withEngine ? "" : ", client alone"));
     // How long after the deploy's epoch closed (by the database's clock) the last replica knew.
     long closedAt =
         Long.parseLong(
