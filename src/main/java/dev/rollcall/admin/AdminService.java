@@ -233,8 +233,9 @@ public class AdminService {
         .chain(
             handedOut ->
                 select(
-                        "select c.epochId, c.reason, c.runs from EpochCount c"
-                            + " where c.epochId in :ids and c.outcome = 'skipped'",
+                        "select c.epochId, c.reason, sum(c.runs) from EpochCount c"
+                            + " where c.epochId in :ids and c.outcome = 'skipped'"
+                            + " group by c.epochId, c.reason",
                         ids)
                     .chain(
                         skipped ->

@@ -8,7 +8,10 @@ import jakarta.persistence.Table;
 import java.io.Serializable;
 import org.hibernate.annotations.Immutable;
 
-/** How many runs a pass deferred or skipped for one reason ({@code rollcall.epoch_counts}). */
+/**
+ * Part of how many runs a pass deferred or skipped for one reason ({@code rollcall.epoch_counts}):
+ * the count is the sum of its parts.
+ */
 @Entity
 @Immutable
 @IdClass(EpochCount.Key.class)
@@ -16,7 +19,8 @@ import org.hibernate.annotations.Immutable;
 public class EpochCount {
 
   /** The primary key. */
-  public record Key(long epochId, String outcome, String reason) implements Serializable {}
+  public record Key(long epochId, String outcome, String reason, short part)
+      implements Serializable {}
 
   @Id
   @Column(name = "epoch_id", columnDefinition = "int8")
@@ -29,6 +33,10 @@ public class EpochCount {
   @Id
   @Column(name = "reason", columnDefinition = "text")
   public String reason;
+
+  @Id
+  @Column(name = "part", columnDefinition = "int2")
+  public short part;
 
   @Column(name = "runs", columnDefinition = "int8")
   public long runs;

@@ -19,6 +19,20 @@ import java.util.UUID;
 public class Ledger {
 
   /**
+   * Adds a page's verdicts to the epoch's counts ($1 the epoch, $2 the outcome, $3 each verdict's
+   * reason). Pages of one pass are classified in parallel: each transaction adds to its own part of
+   * the count (its transaction id modulo 64, V13), so it never waits for the row lock of another
+   * classification that has not committed yet. Transactions that may collide are 64 or more ids
+   * apart; they then wait for one another, as every one did with a single row.
+   */
+  static final String COUNT =
+      "INSERT INTO rollcall.epoch_counts (epoch_id, outcome, reason, part, runs)"
+          + " SELECT $1, $2, u.reason, (txid_current() % 64)::smallint, count(*)"
+          + " FROM unnest($3::text[]) AS u(reason) GROUP BY u.reason"
+          + " ON CONFLICT (epoch_id, outcome, reason, part)"
+          + " DO UPDATE SET runs = epoch_counts.runs + excluded.runs";
+
+  /**
    * Counts the verdicts on the epoch, and writes a ledger row for each run that has no row of this
    * outcome and reason since its last hand-out. Each look-back walks the run's ledger index from
    * its newest row and stops at its last hand-out: a few rows, however long its history.
@@ -31,11 +45,7 @@ public class Ledger {
     String[] ids = verdicts.stream().map(Verdict::runId).toArray(String[]::new);
     String[] reasons = verdicts.stream().map(v -> v.reason().wire()).toArray(String[]::new);
     return client
-        .preparedQuery(
-            "INSERT INTO rollcall.epoch_counts (epoch_id, outcome, reason, runs)"
-                + " SELECT $1, $2, u.reason, count(*) FROM unnest($3::text[]) AS u(reason)"
-                + " GROUP BY u.reason ON CONFLICT (epoch_id, outcome, reason)"
-                + " DO UPDATE SET runs = epoch_counts.runs + excluded.runs")
+        .preparedQuery(COUNT)
         .execute(Tuple.of(epoch.id(), outcome, reasons))
         .chain(
             () ->
