@@ -491,9 +491,8 @@ public class ClaimService {
    * Creates the deploy's boot epoch, unless a concurrent first claim did, in one short transaction:
    * the snapshot bound, the row and the source's preparation of its evidence. Concurrent first
    * claims of the deploy, on any service replica, wait on the row's unique key for this transaction
-   * and no longer. The creator then closes the passes the new one supersedes, in a transaction of
-   * its own: closing waits for each old epoch's lock, and the deploy's other claimers must not wait
-   * behind it.
+   * and no longer. The creator's claim does not wait for the close of the passes the new one
+   * supersedes either ({@link #closeSupersededLater}).
    */
   private Uni<Void> openBoot(RunSource source, Caller caller) {
     return gate.run(
@@ -515,26 +514,27 @@ public class ClaimService {
                                     created.isPresent()
                                         ? source.prepareEpoch(conn, created.get())
                                         : Uni.createFrom().voidItem())))
-        .chain(
-            created ->
-                created.isEmpty()
-                    ? Uni.createFrom().voidItem()
-                    : gate.runAhead(
-                            () ->
-                                pool.withTransaction(
-                                    conn -> epochs.closeSuperseded(conn, caller.namespace())))
-                        // The new pass is committed and serves; the periodic check closes what
-                        // this could not.
-                        .onFailure()
-                        .invoke(
-                            e ->
-                                LOG.warnf(
-                                    "boot epoch %d of namespace %s: older passes not closed yet"
-                                        + " (%s); the stranded-epoch check retries",
-                                    created.get(), caller.namespace(), e.toString()))
-                        .onFailure()
-                        .recoverWithNull()
-                        .replaceWithVoid());
+        .invoke(created -> created.ifPresent(id -> closeSupersededLater(caller.namespace(), id)))
+        .replaceWithVoid();
+  }
+
+  /**
+   * Closes the passes a new boot epoch supersedes, once it has committed, in a transaction of its
+   * own that its creator's claim does not wait for: closing waits for each old epoch's lock, which
+   * the old deploy's claimers hold while they cut pages (hundreds of milliseconds under load, all
+   * of it added to the creator's claim when it waited). The new pass serves meanwhile; the periodic
+   * check closes what this could not.
+   */
+  private void closeSupersededLater(String namespace, long created) {
+    gate.runAhead(() -> pool.withTransaction(conn -> epochs.closeSuperseded(conn, namespace)))
+        .subscribe()
+        .with(
+            ignored -> {},
+            e ->
+                LOG.warnf(
+                    "boot epoch %d of namespace %s: older passes not closed yet (%s); the"
+                        + " stranded-epoch check retries",
+                    created, namespace, e.toString()));
   }
 
   /**

@@ -10,9 +10,11 @@ import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
+import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -194,10 +196,17 @@ class BatchLeaseTest extends ApiTestBase {
     Batch freshBatch = api.claimBatch(fresh, 5);
 
     assertNotNull(freshBatch);
-    assertEquals(
-        "superseded",
-        Db.column("SELECT close_reason FROM rollcall.epochs WHERE id = ?", oldBatch.epochId())
-            .get(0));
+    // The close follows the new pass's creation, without holding up the claim that created it.
+    Poll.until(
+        "the old deploy's pass is closed as superseded",
+        Duration.ofSeconds(10),
+        () ->
+            "superseded"
+                .equals(
+                    Db.column(
+                            "SELECT close_reason FROM rollcall.epochs WHERE id = ?",
+                            oldBatch.epochId())
+                        .get(0)));
     assertNull(api.claimBatch(old, 5), "the old deploy's instances are done");
     api.complete(old, oldBatch, List.of()).expect(200);
   }

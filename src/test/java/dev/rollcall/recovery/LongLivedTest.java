@@ -10,6 +10,7 @@ import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
@@ -58,8 +59,13 @@ class LongLivedTest extends ApiTestBase {
 
     Instance next = api.register(NS, "next-" + UUID.randomUUID(), "next-1");
     long nextEpoch = api.claimBatch(next, 1).epochId();
-    assertEquals("closed:superseded", state(greenEpoch));
-    assertEquals("closed:superseded", state(blueEpoch));
+    // The creator's claim does not wait for the close it starts.
+    Poll.until(
+        "the next deploy's pass closes both older ones",
+        Duration.ofSeconds(10),
+        () ->
+            state(greenEpoch).equals("closed:superseded")
+                && state(blueEpoch).equals("closed:superseded"));
     assertEquals("open:", state(nextEpoch));
     api.post("admin/epochs/" + nextEpoch + "/close", RollcallTestResource.ADMIN_TOKEN, null);
   }
