@@ -22,13 +22,14 @@ public class Ledger {
    * Adds a page's verdicts to the epoch's counts ($1 the epoch, $2 the outcome, $3 each verdict's
    * reason). Pages of one pass are classified in parallel: each transaction adds to its own part of
    * the count (its transaction id modulo 64, V13), so it never waits for the row lock of another
-   * classification that has not committed yet. Transactions that may collide are 64 or more ids
-   * apart; they then wait for one another, as every one did with a single row.
+   * classification that has not committed yet. Transactions that share a part are 64 or more ids
+   * apart; they then wait for one another, as every one did with a single row, and take the part's
+   * rows in reason order, so that they cannot deadlock.
    */
   static final String COUNT =
       "INSERT INTO rollcall.epoch_counts (epoch_id, outcome, reason, part, runs)"
           + " SELECT $1, $2, u.reason, (txid_current() % 64)::smallint, count(*)"
-          + " FROM unnest($3::text[]) AS u(reason) GROUP BY u.reason"
+          + " FROM unnest($3::text[]) AS u(reason) GROUP BY u.reason ORDER BY u.reason"
           + " ON CONFLICT (epoch_id, outcome, reason, part)"
           + " DO UPDATE SET runs = epoch_counts.runs + excluded.runs";
 
