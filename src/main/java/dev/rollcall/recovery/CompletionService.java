@@ -232,13 +232,22 @@ public class CompletionService {
   }
 
   /**
-   * In a transaction of its own, after the complete committed: takes the epoch lock first, so the
-   * check sees every batch committed before it (this complete's included). Once the close has
-   * committed (and with it the notice that wakes the deploy's waiting claims), the pass's evidence
-   * is deleted in a third transaction that the complete's answer does not wait for: a client learns
-   * its pass is over from that answer too.
+   * After the complete committed: while the pass still has other work outstanding ({@link
+   * Epochs#finished}, under a share lock of the epoch's row that other completes' checks do not
+   * wait for), the complete answers at once; a pass's last completes no longer queue one behind
+   * another for the epoch's lock, each answer held up by the closes tried before it. Otherwise, in
+   * a transaction of its own, it takes the epoch lock first, so the check sees every batch
+   * committed before it (this complete's included). Once the close has committed (and with it the
+   * notice that wakes the deploy's waiting claims), the pass's evidence is deleted in a third
+   * transaction that the complete's answer does not wait for: a client learns its pass is over from
+   * that answer too.
    */
   private Uni<Void> closeIfFinished(long epochId) {
+    return pool.withTransaction(conn -> epochs.finished(conn, epochId))
+        .chain(finished -> finished ? lockAndClose(epochId) : Uni.createFrom().voidItem());
+  }
+
+  private Uni<Void> lockAndClose(long epochId) {
     return pool.withTransaction(
             conn ->
                 epochs

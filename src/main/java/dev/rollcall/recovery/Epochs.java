@@ -236,6 +236,39 @@ public class Epochs {
   }
 
   /**
+   * An epoch ({@code rollcall.epochs}, id $1) whose pass is over: open, its scan finished, no batch
+   * scanning, ready or leased, and no deferred run left to re-check.
+   */
+  private static final String FINISHED =
+      "state = 'open' AND scan_done"
+          + " AND NOT EXISTS (SELECT 1 FROM rollcall.batches b"
+          + "   WHERE b.epoch_id = $1 AND b.state IN ('scanning', 'ready', 'leased'))"
+          + " AND NOT EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = $1)";
+
+  /**
+   * Whether the epoch's pass is over ({@link #closeIfFinished} would close it), read holding the
+   * epoch's row in share mode, in a transaction: a complete asks this after its own commit, before
+   * it takes the epoch's lock to close the epoch. Share locks do not wait for one another, so a
+   * pass's last completes ask at once rather than one after another; they still wait for a holder
+   * of the epoch's lock (a claimer that resolved deferred runs, say, and failed to close because
+   * this complete had not committed yet), and the check is a new statement after that wait, so it
+   * sees what the holder committed. While another batch or a deferred run is outstanding, whoever
+   * settles it closes the epoch: of two completes of the last two batches, at least one checks
+   * after the other committed, since each checks after its own commit.
+   */
+  public Uni<Boolean> finished(SqlClient client, long epochId) {
+    return client
+        .preparedQuery("SELECT 1 FROM rollcall.epochs WHERE id = $1 FOR SHARE")
+        .execute(Tuple.of(epochId))
+        .chain(
+            () ->
+                client
+                    .preparedQuery("SELECT 1 FROM rollcall.epochs WHERE id = $1 AND " + FINISHED)
+                    .execute(Tuple.of(epochId)))
+        .map(rows -> rows.size() == 1);
+  }
+
+  /**
    * Closes the epoch if its scan is finished and no batch is ready or leased. Call it only while
    * holding the epoch lock: the check is a new statement, so it sees every batch committed before
    * the lock was granted. Returns true when this call closed it. What the closed epoch no longer
@@ -246,10 +279,8 @@ public class Epochs {
     return client
         .preparedQuery(
             "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'completed',"
-                + " closed_at = now() WHERE id = $1 AND state = 'open' AND scan_done"
-                + " AND NOT EXISTS (SELECT 1 FROM rollcall.batches b"
-                + "   WHERE b.epoch_id = $1 AND b.state IN ('scanning', 'ready', 'leased'))"
-                + " AND NOT EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = $1)"
+                + " closed_at = now() WHERE id = $1 AND "
+                + FINISHED
                 + " RETURNING id, namespace, kind")
         .execute(Tuple.of(epochId))
         .chain(

@@ -392,15 +392,39 @@ class RecoveryBenchmarkIT {
             .toArray();
     System.out.printf(
         "rollcall N=%d, %d replicas%s: the last replica learnt the pass was done %d ms after it"
-            + " closed (the first %d ms, the median %d ms; load average %s)%n",
+            + " closed (the first %d ms, the median %d ms%s; load average %s)%n",
         n,
         serviceCount,
         stay ? " (leaving once all knew)" : "",
         knew[knew.length - 1],
         knew[0],
         knew[knew.length / 2],
+        closeCommitted(deploymentId)
+            .map(
+                ms ->
+                    String.format("; the close committed %d ms after its closed_at", ms - closedAt))
+            .orElse(""),
         loadAverage());
     return r;
+  }
+
+  /**
+   * When the transaction that closed the deploy's boot epoch committed (ms since the epoch), where
+   * the database keeps commit timestamps ({@code track_commit_timestamp = on}): {@code closed_at}
+   * is that transaction's start, and it may wait for the epoch's lock before it closes.
+   */
+  private java.util.Optional<Long> closeCommitted(String deploymentId) {
+    try {
+      return java.util.Optional.of(
+          Long.parseLong(
+              db.column(
+                      "SELECT (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000)::bigint"
+                          + " FROM rollcall.epochs WHERE kind = 'boot' AND deployment_id = ?",
+                      deploymentId)
+                  .get(0)));
+    } catch (RuntimeException notKept) {
+      return java.util.Optional.empty();
+    }
   }
 
   private static String loadAverage() {

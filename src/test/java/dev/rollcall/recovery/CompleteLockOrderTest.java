@@ -22,7 +22,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The complete of a pass's last batch and a claim that closes the same epoch as superseded take
- * their locks in one order: no deadlock victim, and the complete still closes the epoch.
+ * their locks in one order: no deadlock victim, and the complete still closes the epoch. Completes
+ * of one pass check whether it is over beside one another, not one after another.
  */
 @ServiceTest
 class CompleteLockOrderTest extends ApiTestBase {
@@ -98,6 +99,45 @@ class CompleteLockOrderTest extends ApiTestBase {
                 + " AND close_reason = 'completed'",
             last.epochId()),
         "the retried complete closed the finished epoch");
+  }
+
+  @Test
+  void completesOfOnePassCheckWhetherItIsOverWithoutQueueingBehindOneAnother() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Instance a = api.register(SourceTables.SMALL, deploy, "a");
+    Instance b = api.register(SourceTables.SMALL, deploy, "b");
+    Batch first = api.claimBatch(a, 10);
+    Batch last = api.claimBatch(b, 5000);
+    assertEquals(first.epochId(), last.epochId());
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND scan_done AND state = 'open'",
+            first.epochId()),
+        "two pages cover the namespace: the scan is done with both batches leased");
+
+    // Another complete of the pass is checking whether the pass is over (its share lock of the
+    // epoch's row): this one checks beside it, finds the other batch outstanding, and answers.
+    try (Connection checking = Db.database().connect()) {
+      checking.setAutoCommit(false);
+      try (PreparedStatement st =
+          checking.prepareStatement("SELECT 1 FROM rollcall.epochs WHERE id = ? FOR SHARE")) {
+        st.setLong(1, first.epochId());
+        st.executeQuery().close();
+      }
+      CompletableFuture.supplyAsync(() -> api.complete(a, first, List.of()))
+          .get(10, TimeUnit.SECONDS)
+          .expect(200);
+      checking.rollback();
+    }
+    api.complete(b, last, List.of()).expect(200);
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
+                + " AND close_reason = 'completed'",
+            first.epochId()),
+        "the last complete closed the pass");
   }
 
   /** Sends the batch's complete and returns once its close waits for the held epoch lock. */

@@ -58,7 +58,8 @@ public final class Db {
 
   /**
    * How many sessions wait for an epoch's lock the way a queued claim or a complete's close takes
-   * it (the plain {@code FOR NO KEY UPDATE}, not {@code SKIP LOCKED}).
+   * it (the plain {@code FOR NO KEY UPDATE}, not {@code SKIP LOCKED}), or the way a complete checks
+   * whether its pass is over ({@code FOR SHARE}).
    */
   public static long waitingForEpochLock() {
     return number("SELECT count(*) FROM pg_stat_activity WHERE " + EPOCH_LOCK_WAITERS);
@@ -72,8 +73,8 @@ public final class Db {
   }
 
   private static final String EPOCH_LOCK_WAITERS =
-      "wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE%'"
-          + " AND query NOT LIKE '%SKIP LOCKED%'";
+      "wait_event_type = 'Lock' AND (query LIKE '%FOR NO KEY UPDATE%'"
+          + " OR query LIKE '%rollcall.epochs%FOR SHARE%') AND query NOT LIKE '%SKIP LOCKED%'";
 
   /** The active run ids of a test namespace's table. */
   public static Set<String> activeRuns(String namespace) {
