@@ -140,6 +140,39 @@ class CompleteLockOrderTest extends ApiTestBase {
         "the last complete closed the pass");
   }
 
+  @Test
+  void aCompleteSeesTheLastDeferredRunSettledByAClaimerThatHeldTheEpochLock() throws Exception {
+    Instance holder = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "settled");
+    Batch last = api.claimBatch(holder, 5000);
+    // A run the pass deferred, still to be re-checked: the pass is not over while it is there.
+    Db.update(
+        "INSERT INTO rollcall.deferred (epoch_id, run_id, reason) VALUES (?, ?, 'owner-live')",
+        last.epochId(),
+        "deferred-" + UUID.randomUUID());
+
+    CompletableFuture<Api.Reply> complete;
+    // A claimer holds the epoch's lock and settles that run; its own close failed, since the last
+    // batch was still leased when it looked.
+    try (Connection claimer = Db.holdingEpochLock(last.epochId());
+        PreparedStatement settle =
+            claimer.prepareStatement("DELETE FROM rollcall.deferred WHERE epoch_id = ?")) {
+      settle.setLong(1, last.epochId());
+      assertEquals(1, settle.executeUpdate());
+      // The complete's check waits for the claimer: read without it, it would find the deferred
+      // run still there and leave the pass open, and the claimer would not look again.
+      complete = completeWaitingForEpochLock(holder, last);
+      claimer.commit();
+    }
+    complete.get(30, TimeUnit.SECONDS).expect(200);
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
+                + " AND close_reason = 'completed'",
+            last.epochId()),
+        "the complete closed the pass once the claimer's settlement committed");
+  }
+
   /** Sends the batch's complete and returns once its close waits for the held epoch lock. */
   private CompletableFuture<Api.Reply> completeWaitingForEpochLock(Instance holder, Batch batch) {
     CompletableFuture<Api.Reply> complete =
