@@ -79,11 +79,14 @@ public class RecoveryMetrics {
 
   /**
    * A claim took an epoch's lock: {@code at-once} in its first transaction (the lock was free), or
-   * {@code queued} after waiting its turn (another claimer held it, or was queued for it).
+   * {@code queued} after waiting its turn (another claimer held it, or was queued for it); or it
+   * did not: {@code skipped}, its turn came after a claim ahead of it found the epoch closed.
    */
   public void epochLock(String namespace, String how) {
     Counter.builder("rollcall.epoch.locks")
-        .description("Epoch locks taken by claims, at once or after queueing for them")
+        .description(
+            "Epoch locks taken by claims, at once or after queueing for them, or skipped once"
+                + " the epoch was found closed")
         .tag("namespace", namespace)
         .tag("how", how)
         .register(registry)

@@ -62,6 +62,7 @@ public class ClaimService {
   private final RecoveryMetrics metrics;
   private final Wakeups wakeups;
   private final Lanes lanes = new Lanes();
+  private final ClosedEpochs closedEpochs = new ClosedEpochs();
   private final Gate gate;
 
   ClaimService(
@@ -180,6 +181,11 @@ public class ClaimService {
                         (reason, n) -> metrics.runs(caller.namespace(), "handed-out", reason, n));
               }
             });
+  }
+
+  /** Claims of this replica queued behind the one holding (or taking) an epoch's lock; a glance. */
+  int queuedForLock(long epochId) {
+    return lanes.queued(epochId);
   }
 
   private Uni<ClaimResult> held(
@@ -408,10 +414,15 @@ public class ClaimService {
             : lanes.run(
                 epoch.id(),
                 () ->
-                    gate.runAhead(
-                        () ->
-                            pool.withTransaction(
-                                conn -> lockAndStep(conn, source, caller, epoch, maxRuns))));
+                    // A claim ahead in the lane found the epoch closed: nothing to lock it for.
+                    closedEpochs.contains(epoch.id())
+                        ? Uni.createFrom()
+                            .item(Served.nothing())
+                            .invoke(() -> metrics.epochLock(caller.namespace(), "skipped"))
+                        : gate.runAhead(
+                            () ->
+                                pool.withTransaction(
+                                    conn -> lockAndStep(conn, source, caller, epoch, maxRuns))));
     return here.chain(
         served -> {
           if (served.batch().isPresent() || served.range().isPresent()) {
@@ -433,6 +444,7 @@ public class ClaimService {
     if (!scansAhead(view)) {
       return InstanceService.requireLive(conn, caller.instanceId())
           .chain(() -> epochs.lock(conn, view.id()))
+          .invoke(this::rememberIfClosed)
           .invoke(() -> metrics.epochLock(caller.namespace(), "queued"))
           .chain(locked -> underLock(conn, source, caller, locked, maxRuns));
     }
@@ -447,8 +459,19 @@ public class ClaimService {
                 source.pageAfterEpochCursor(
                     conn, view.snapshot(), view.id(), maxRuns, config.effectiveActivityFence())))
         .asTuple()
+        .invoke(t -> rememberIfClosed(t.getItem2()))
         .invoke(() -> metrics.epochLock(caller.namespace(), "queued"))
         .chain(t -> stepWithPage(conn, source, caller, t.getItem2(), t.getItem3(), maxRuns));
+  }
+
+  /**
+   * The epoch's row read under its lock is the committed one: if it says closed, the claims queued
+   * behind this one in the epoch's lane need not take the lock ({@link ClosedEpochs}).
+   */
+  private void rememberIfClosed(Epoch locked) {
+    if (!locked.open()) {
+      closedEpochs.add(locked.id());
+    }
   }
 
   /**

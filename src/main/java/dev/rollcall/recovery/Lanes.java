@@ -25,6 +25,12 @@ final class Lanes {
     return !waiting.containsKey(key);
   }
 
+  /** Work of this key waiting behind the work running now (a glance: it may change at once). */
+  synchronized int queued(long key) {
+    ArrayDeque<Runnable> queue = waiting.get(key);
+    return queue == null ? 0 : queue.size();
+  }
+
   /** Opens the key's lane (true), or queues the start behind the work already in it. */
   private synchronized boolean enter(long key, Runnable start) {
     ArrayDeque<Runnable> queue = waiting.get(key);
