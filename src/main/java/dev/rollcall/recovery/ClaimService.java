@@ -334,23 +334,88 @@ public class ClaimService {
             served ->
                 served.isPresent()
                     ? Uni.createFrom().item(Plan.found(order, served.get().withBootEpoch(bootId)))
-                    : stepIfFree(conn, source, caller, order, maxRuns));
+                    : stepIfFree(conn, source, caller, order, 0, Optional.empty(), maxRuns));
   }
 
   /**
-   * In the first transaction: the step of the first open epoch, if its lock can be had without
-   * waiting (else the claim queues for it in {@link #underLocks}, as claims of other epochs do).
+   * In the first transaction, after no batch was found to re-let: the step of the first open epoch,
+   * if its lock can be had without waiting (else the claim queues for it in {@link #underLocks}, as
+   * claims of other epochs do). An epoch whose step could only say "not yet" is passed without its
+   * lock ({@link #stillLeased}), and the next open one is tried.
    */
   private Uni<Plan> stepIfFree(
-      SqlClient conn, RunSource source, Caller caller, List<Epoch> order, int maxRuns) {
-    int first = 0;
+      SqlClient conn,
+      RunSource source,
+      Caller caller,
+      List<Epoch> order,
+      int from,
+      Optional<Long> waitMs,
+      int maxRuns) {
+    int first = from;
     while (first < order.size() && !order.get(first).open()) {
       first++;
     }
-    if (first == order.size() || !lanes.idle(order.get(first).id())) {
-      return Uni.createFrom().item(Plan.from(order, first, Optional.empty()));
+    if (first == order.size()) {
+      return Uni.createFrom().item(Plan.from(order, first, waitMs));
     }
     int index = first;
+    Epoch epoch = order.get(index);
+    if (!epoch.scanDone()) {
+      return lockIfFree(conn, source, caller, order, index, waitMs, maxRuns);
+    }
+    return stillLeased(conn, epoch)
+        .chain(
+            passed ->
+                passed.isPresent()
+                    ? stepIfFree(
+                        conn,
+                        source,
+                        caller,
+                        order,
+                        index + 1,
+                        WaitHints.sooner(passed.get().waitMs(), waitMs),
+                        maxRuns)
+                    : lockIfFree(conn, source, caller, order, index, waitMs, maxRuns));
+  }
+
+  /**
+   * Without the epoch's lock, for an epoch whose scan is done: what its step would serve while a
+   * batch is still leased and no deferred run is due. Nothing to cut or re-check then, and the pass
+   * cannot close before that batch completes (its complete closes it) or its lease expires (the
+   * first look re-lets it): the step would only say when to look again. Empty when the step may do
+   * more (re-check deferred runs, close the epoch): the claim takes the lock for it. At the end of
+   * a pass, when a fleet's replicas wait for the last batches, their claims answer without queueing
+   * for the lock, and the complete that closes the pass does not wait behind them.
+   */
+  private Uni<Optional<Served>> stillLeased(SqlClient conn, Epoch epoch) {
+    long fenceMs = config.effectiveActivityFence().toMillis();
+    return deferrals
+        .due(conn, epoch.id(), fenceMs, 1)
+        .chain(
+            due ->
+                !due.isEmpty()
+                    ? Uni.createFrom().item(Optional.<Served>empty())
+                    : batches
+                        .outstanding(conn, epoch.id(), fenceMs)
+                        .map(
+                            out ->
+                                out.leased() > 0
+                                    ? Optional.of(leftOpen(epoch, out))
+                                    : Optional.<Served>empty()));
+  }
+
+  /** The epoch's step at once if its lock is free and no claim of this replica is queued for it. */
+  private Uni<Plan> lockIfFree(
+      SqlClient conn,
+      RunSource source,
+      Caller caller,
+      List<Epoch> order,
+      int index,
+      Optional<Long> waitMs,
+      int maxRuns) {
+    if (!lanes.idle(order.get(index).id())) {
+      return Uni.createFrom().item(Plan.from(order, index, waitMs));
+    }
     // No page is read ahead here: claims of this replica in their first look race for the lock
     // (none of them is in the lane yet), and the losers' pages would be read for nothing.
     return epochs
@@ -358,7 +423,7 @@ public class ClaimService {
         .chain(
             locked -> {
               if (locked.isEmpty()) {
-                return Uni.createFrom().item(Plan.from(order, index, Optional.empty()));
+                return Uni.createFrom().item(Plan.from(order, index, waitMs));
               }
               metrics.epochLock(caller.namespace(), "at-once");
               return underLock(conn, source, caller, locked.get(), maxRuns)
@@ -366,7 +431,7 @@ public class ClaimService {
                       s ->
                           s.batch().isPresent() || s.range().isPresent()
                               ? Plan.found(order, s)
-                              : Plan.from(order, index + 1, s.waitMs()));
+                              : Plan.from(order, index + 1, WaitHints.sooner(s.waitMs(), waitMs)));
             });
   }
 
@@ -828,9 +893,8 @@ public class ClaimService {
   }
 
   /**
-   * Closes the epoch if nothing is outstanding. Otherwise a boot epoch tells its claimer when to
-   * look again (its deploy is not recovered until the epoch closes); for a takeover that others
-   * hold, the claimer is done for now: heartbeats say when claimable work appears.
+   * Closes the epoch if nothing is outstanding; otherwise what the claimer gets ({@link
+   * #leftOpen}).
    */
   private Uni<Served> closeOrWait(SqlClient conn, Epoch epoch) {
     return epochs
@@ -839,16 +903,24 @@ public class ClaimService {
         // pass's evidence there.
         .call(closed -> closed ? Epochs.forget(conn, epoch.id()) : Uni.createFrom().voidItem())
         .chain(
-            closed -> {
-              if (closed || epoch.kind() != EpochKind.BOOT) {
-                return Uni.createFrom().item(Served.nothing());
-              }
-              return batches
-                  .outstanding(conn, epoch.id(), config.effectiveActivityFence().toMillis())
-                  .map(
-                      out ->
-                          Served.later(out.msUntilNextLook(config.claim().waitMin().toMillis())));
-            });
+            closed ->
+                closed
+                    ? Uni.createFrom().item(Served.nothing())
+                    : batches
+                        .outstanding(conn, epoch.id(), config.effectiveActivityFence().toMillis())
+                        .map(out -> leftOpen(epoch, out)));
+  }
+
+  /**
+   * What a claimer gets from an epoch that stays open for what is outstanding: a boot epoch tells
+   * it when to look again (its deploy is not recovered until the epoch closes); for a takeover or a
+   * sweep that others hold, the claimer is done for now: heartbeats say when claimable work
+   * appears.
+   */
+  private Served leftOpen(Epoch epoch, Batches.Outstanding out) {
+    return epoch.kind() == EpochKind.BOOT
+        ? Served.later(out.msUntilNextLook(config.claim().waitMin().toMillis()))
+        : Served.nothing();
   }
 
   /**

@@ -44,6 +44,14 @@ class ClosedEpochLaneTest extends ApiTestBase {
             "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND scan_done AND state = 'open'",
             last.epochId()),
         "one page covers the namespace: the scan is done and its batch is leased");
+    // A run deferred because a live instance owned it is due at every look: claims take the
+    // epoch's lock to re-check it (with only the leased batch outstanding they would answer
+    // "wait" without the lock).
+    Db.update(
+        "INSERT INTO rollcall.deferred (epoch_id, run_id, reason)"
+            + " VALUES (?, ?, 'owned-by-live-instance')",
+        last.epochId(),
+        "deferred-" + UUID.randomUUID());
     List<Instance> queued =
         List.of(
             api.register(SourceTables.SMALL, deploy, "a"),
@@ -81,6 +89,11 @@ class ClosedEpochLaneTest extends ApiTestBase {
                       + " closed_at = now() WHERE id = ?")) {
         abandon.setLong(1, last.epochId());
         abandon.executeUpdate();
+        try (PreparedStatement forget =
+            closer.prepareStatement("DELETE FROM rollcall.deferred WHERE epoch_id = ?")) {
+          forget.setLong(1, last.epochId());
+          forget.executeUpdate();
+        }
         close.setLong(1, last.epochId());
         assertEquals(1, close.executeUpdate());
       }

@@ -1,0 +1,119 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Batch;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * At the end of a pass, while its last batches are leased and no deferred run is due, a claim
+ * answers "wait" without the epoch's lock; when there is more to do (a deferred run to re-check, a
+ * pass to close) it still takes the lock.
+ */
+@ServiceTest
+class EndOfPassTest extends ApiTestBase {
+
+  @Test
+  void aClaimWaitingForTheLastBatchAnswersWithoutTheEpochsLock() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Batch last = onePagePass(deploy);
+    Instance waiting = api.register(SourceTables.SMALL, deploy, "waiting");
+    try (Connection held = Db.holdingEpochLock(last.epochId())) {
+      // Had the claim queued for the lock to learn it must wait, it would not answer while held.
+      Api.Reply reply =
+          CompletableFuture.supplyAsync(() -> api.claim(waiting, 10)).get(10, TimeUnit.SECONDS);
+      assertEquals("wait", reply.expect(200).text("status"));
+      assertEquals(0, Db.waitingForEpochLock(), "no session waited for the lock");
+      held.rollback();
+    }
+  }
+
+  @Test
+  void aDeferredRunDueIsReCheckedUnderTheLock() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Batch last = onePagePass(deploy);
+    // Deferred because a live instance owned it: due at every look.
+    Db.update(
+        "INSERT INTO rollcall.deferred (epoch_id, run_id, reason)"
+            + " VALUES (?, ?, 'owned-by-live-instance')",
+        last.epochId(),
+        "deferred-" + UUID.randomUUID());
+    Instance rechecking = api.register(SourceTables.SMALL, deploy, "rechecking");
+    CompletableFuture<Api.Reply> claim;
+    try (Connection held = Db.holdingEpochLock(last.epochId())) {
+      claim = CompletableFuture.supplyAsync(() -> api.claim(rechecking, 10));
+      Poll.until(
+          "the claim waits for the lock to re-check the deferred run",
+          Duration.ofSeconds(10),
+          () -> Db.waitingForEpochLock() == 1);
+      held.rollback();
+    }
+    claim.get(30, TimeUnit.SECONDS).expect(200);
+    assertEquals(
+        0,
+        Db.number("SELECT count(*) FROM rollcall.deferred WHERE epoch_id = ?", last.epochId()),
+        "the claim re-checked the deferred run");
+  }
+
+  @Test
+  void aPassLeftOpenAfterItsLastBatchIsClosedByTheNextClaim() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Instance holder = api.register(SourceTables.SMALL, deploy, "holder");
+    Batch last = api.claimBatch(holder, 5000);
+    // The last batch's complete commits, and its close's connection is lost while it waits for
+    // the epoch's lock.
+    try (Connection held = Db.holdingEpochLock(last.epochId())) {
+      CompletableFuture<Api.Reply> complete =
+          CompletableFuture.supplyAsync(() -> api.complete(holder, last, List.of()));
+      Poll.until(
+          "the complete's close waits for the epoch's lock",
+          Duration.ofSeconds(10),
+          () -> Db.waitingForEpochLock() == 1);
+      assertEquals(1, Db.terminateEpochLockWaiters());
+      complete.get(30, TimeUnit.SECONDS);
+      held.rollback();
+    }
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs e JOIN rollcall.batches b ON b.epoch_id = e.id"
+                + " WHERE b.id = ? AND b.state = 'completed' AND e.state = 'open'",
+            last.id()),
+        "the batch is completed and its pass still open");
+    Instance closing = api.register(SourceTables.SMALL, deploy, "closing");
+    assertEquals("done", api.claim(closing, 10).expect(200).text("status"));
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
+                + " AND close_reason = 'completed'",
+            last.epochId()),
+        "the claim took the lock and closed the finished pass");
+  }
+
+  /** A deploy's pass of the small namespace: one page, its batch leased and outstanding. */
+  private Batch onePagePass(String deploy) {
+    Instance holder = api.register(SourceTables.SMALL, deploy, "holder");
+    Batch last = api.claimBatch(holder, 5000);
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND scan_done AND state = 'open'",
+            last.epochId()),
+        "one page covers the namespace: the scan is done and its batch is leased");
+    return last;
+  }
+}
