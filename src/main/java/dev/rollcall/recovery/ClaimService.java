@@ -64,6 +64,7 @@ public class ClaimService {
   private final Lanes lanes = new Lanes();
   private final ClosedEpochs closedEpochs = new ClosedEpochs();
   private final Gate gate;
+  private final PassEvidence evidence;
 
   ClaimService(
       Pool pool,
@@ -76,8 +77,10 @@ public class ClaimService {
       RollcallConfig config,
       RecoveryMetrics metrics,
       Wakeups wakeups,
-      Gate gate) {
+      Gate gate,
+      PassEvidence evidence) {
     this.wakeups = wakeups;
+    this.evidence = evidence;
     this.gate = gate;
     this.pool = pool;
     this.sources = sources;
@@ -899,9 +902,14 @@ public class ClaimService {
   private Uni<Served> closeOrWait(SqlClient conn, Epoch epoch) {
     return epochs
         .closeIfFinished(conn, epoch.id())
-        // A claimer that closes the pass is in a claim's transaction already: it forgets the
-        // pass's evidence there.
-        .call(closed -> closed ? Epochs.forget(conn, epoch.id()) : Uni.createFrom().voidItem())
+        // The pass's evidence goes once this claim's transaction has committed the close: the
+        // close, and the notice that the pass is over, do not wait for the delete.
+        .invoke(
+            closed -> {
+              if (closed) {
+                evidence.forgetOnceCommitted(conn, epoch.id());
+              }
+            })
         .chain(
             closed ->
                 closed

@@ -36,10 +36,17 @@ public class CompletionService {
   private final RecoveryMetrics metrics;
 
   private final Gate gate;
+  private final PassEvidence evidence;
 
   CompletionService(
-      Pool pool, Epochs epochs, RollcallConfig config, RecoveryMetrics metrics, Gate gate) {
+      Pool pool,
+      Epochs epochs,
+      RollcallConfig config,
+      RecoveryMetrics metrics,
+      Gate gate,
+      PassEvidence evidence) {
     this.gate = gate;
+    this.evidence = evidence;
     this.pool = pool;
     this.epochs = epochs;
     this.config = config;
@@ -260,24 +267,9 @@ public class CompletionService {
         .invoke(
             closed -> {
               if (closed) {
-                forgetLater(epochId);
+                evidence.forgetLater(epochId);
               }
             })
         .replaceWithVoid();
-  }
-
-  /**
-   * Deletes a closed pass's evidence after the caller has moved on. Should it fail, or the service
-   * stop first, retention deletes it with the epoch.
-   */
-  private void forgetLater(long epochId) {
-    pool.withTransaction(conn -> Epochs.forget(conn, epochId))
-        .subscribe()
-        .with(
-            ignored -> {},
-            e ->
-                LOG.warnf(
-                    "epoch %d closed; its queue evidence is left to retention (%s)",
-                    epochId, e.toString()));
   }
 }

@@ -3,6 +3,7 @@ package dev.rollcall.recovery;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
@@ -13,15 +14,19 @@ import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
  * A boot pass decodes the engine's queued workflow jobs once, when it opens, and that evidence is
- * deleted once the pass has closed: by the complete that closed it, after the close committed and
- * without holding up the complete's answer, or in the transaction of the claim that closed it.
+ * deleted once the pass has closed, by the complete or the claim that closed it, after the close
+ * committed and without holding up that complete's or claim's answer.
  */
 @ServiceTest
 class ClosedPassEvidenceTest extends ApiTestBase {
@@ -53,6 +58,64 @@ class ClosedPassEvidenceTest extends ApiTestBase {
             .get(0));
     Poll.until(
         "the closed pass's queue evidence is deleted",
+        Duration.ofSeconds(10),
+        () ->
+            Db.number("SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", epoch)
+                == 0);
+  }
+
+  @Test
+  void aClaimThatClosesAPassAnswersBeforeItsEvidenceIsDeleted() throws Exception {
+    EngineRuns runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.STABLE);
+    runs.futureWaitWithJob();
+    runs.pending();
+    Instance i = api.register(SourceTables.ENGINE, UUID.randomUUID().toString(), "claim-closer");
+    Batch first = api.claimBatch(i, 5000);
+    long epoch = first.epochId();
+    long evidence =
+        Db.number("SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", epoch);
+    assertTrue(evidence > 0, "the pass decoded the queued wake-up job");
+
+    // The batch's complete commits, and its check whether the pass is over is lost (its
+    // connection ends while it waits for the epoch's lock): a later claim closes the pass.
+    try (Connection held = Db.holdingEpochLock(epoch)) {
+      CompletableFuture<Api.Reply> complete =
+          CompletableFuture.supplyAsync(() -> api.complete(i, first, List.of()));
+      Poll.until(
+          "the complete's check waits for the epoch's lock",
+          Duration.ofSeconds(10),
+          () -> Db.waitingForEpochLock() == 1);
+      assertEquals(1, Db.terminateEpochLockWaiters());
+      complete.get(30, TimeUnit.SECONDS);
+      held.rollback();
+    }
+
+    // Another session holds the evidence's rows: a close that deleted them in its own
+    // transaction would wait for it, and so would the answer of the claim that closed the pass.
+    try (Connection holding = Db.database().connect()) {
+      holding.setAutoCommit(false);
+      try (PreparedStatement st =
+          holding.prepareStatement(
+              "SELECT 1 FROM rollcall.epoch_wake_jobs WHERE epoch_id = ? FOR UPDATE")) {
+        st.setLong(1, epoch);
+        st.executeQuery().close();
+      }
+      CompletableFuture.supplyAsync(() -> api.drain(i, 5000)).get(60, TimeUnit.SECONDS);
+      assertEquals(
+          "closed:completed",
+          Db.column(
+                  "SELECT state || ':' || coalesce(close_reason, '') FROM rollcall.epochs"
+                      + " WHERE id = ?",
+                  epoch)
+              .get(0));
+      assertEquals(
+          evidence,
+          Db.number("SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", epoch),
+          "the evidence is still there: its delete waits, the close did not");
+      holding.rollback();
+    }
+    Poll.until(
+        "the closed pass's queue evidence is deleted once its rows are free",
         Duration.ofSeconds(10),
         () ->
             Db.number("SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", epoch)
