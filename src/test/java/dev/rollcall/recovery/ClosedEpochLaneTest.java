@@ -36,22 +36,10 @@ class ClosedEpochLaneTest extends ApiTestBase {
   @Test
   void claimsQueuedForAClosedPassesLockLearnItFromTheFirstThatTakesIt() throws Exception {
     String deploy = UUID.randomUUID().toString();
-    Instance holder = api.register(SourceTables.SMALL, deploy, "holder");
-    Batch last = api.claimBatch(holder, 5000);
-    assertEquals(
-        1,
-        Db.number(
-            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND scan_done AND state = 'open'",
-            last.epochId()),
-        "one page covers the namespace: the scan is done and its batch is leased");
-    // A run deferred because a live instance owned it is due at every look: claims take the
-    // epoch's lock to re-check it (with only the leased batch outstanding they would answer
-    // "wait" without the lock).
-    Db.update(
-        "INSERT INTO rollcall.deferred (epoch_id, run_id, reason)"
-            + " VALUES (?, ?, 'owned-by-live-instance')",
-        last.epochId(),
-        "deferred-" + UUID.randomUUID());
+    Batch last = Passes.onePage(api, deploy);
+    // Claims take the epoch's lock to re-check a due deferred run (with only the leased batch
+    // outstanding they would answer "wait" without the lock).
+    Passes.deferDueRun(last.epochId());
     List<Instance> queued =
         List.of(
             api.register(SourceTables.SMALL, deploy, "a"),

@@ -3,7 +3,6 @@ package dev.rollcall.recovery;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
@@ -33,29 +32,16 @@ class ClosedPassEvidenceTest extends ApiTestBase {
 
   @Test
   void aClosedPassLeavesNoQueueEvidence() {
-    EngineRuns runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.STABLE);
-    runs.futureWaitWithJob();
-    runs.pending();
     Instance i = api.register(SourceTables.ENGINE, UUID.randomUUID().toString(), "closer");
-
-    Batch first = api.claimBatch(i, 5000);
+    Batch first = firstBatchWithEvidence(i);
     long epoch = first.epochId();
-    assertTrue(
-        Db.number("SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", epoch) > 0,
-        "the pass decoded the queued wake-up job");
 
     // The engine's tables are shared with other tests: a run of theirs may be deferred, and the
     // pass then closes at a later claim rather than at this complete. Either closer forgets.
     api.complete(i, first, List.of()).expect(200);
     api.drain(i, 5000);
 
-    assertEquals(
-        "closed:completed",
-        Db.column(
-                "SELECT state || ':' || coalesce(close_reason, '') FROM rollcall.epochs"
-                    + " WHERE id = ?",
-                epoch)
-            .get(0));
+    assertEquals("closed:completed", stateOf(epoch));
     Poll.until(
         "the closed pass's queue evidence is deleted",
         Duration.ofSeconds(10),
@@ -66,29 +52,14 @@ class ClosedPassEvidenceTest extends ApiTestBase {
 
   @Test
   void aClaimThatClosesAPassAnswersBeforeItsEvidenceIsDeleted() throws Exception {
-    EngineRuns runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.STABLE);
-    runs.futureWaitWithJob();
-    runs.pending();
     Instance i = api.register(SourceTables.ENGINE, UUID.randomUUID().toString(), "claim-closer");
-    Batch first = api.claimBatch(i, 5000);
+    Batch first = firstBatchWithEvidence(i);
     long epoch = first.epochId();
     long evidence =
         Db.number("SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", epoch);
-    assertTrue(evidence > 0, "the pass decoded the queued wake-up job");
-
-    // The batch's complete commits, and its check whether the pass is over is lost (its
-    // connection ends while it waits for the epoch's lock): a later claim closes the pass.
-    try (Connection held = Db.holdingEpochLock(epoch)) {
-      CompletableFuture<Api.Reply> complete =
-          CompletableFuture.supplyAsync(() -> api.complete(i, first, List.of()));
-      Poll.until(
-          "the complete's check waits for the epoch's lock",
-          Duration.ofSeconds(10),
-          () -> Db.waitingForEpochLock() == 1);
-      assertEquals(1, Db.terminateEpochLockWaiters());
-      complete.get(30, TimeUnit.SECONDS);
-      held.rollback();
-    }
+    // The batch's complete commits and its check whether the pass is over is lost: a later claim
+    // closes the pass.
+    Passes.completeLosingItsClose(api, i, first);
 
     // Another session holds the evidence's rows: a close that deleted them in its own
     // transaction would wait for it, and so would the answer of the claim that closed the pass.
@@ -101,13 +72,7 @@ class ClosedPassEvidenceTest extends ApiTestBase {
         st.executeQuery().close();
       }
       CompletableFuture.supplyAsync(() -> api.drain(i, 5000)).get(60, TimeUnit.SECONDS);
-      assertEquals(
-          "closed:completed",
-          Db.column(
-                  "SELECT state || ':' || coalesce(close_reason, '') FROM rollcall.epochs"
-                      + " WHERE id = ?",
-                  epoch)
-              .get(0));
+      assertEquals("closed:completed", stateOf(epoch));
       assertEquals(
           evidence,
           Db.number("SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", epoch),
@@ -120,5 +85,26 @@ class ClosedPassEvidenceTest extends ApiTestBase {
         () ->
             Db.number("SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", epoch)
                 == 0);
+  }
+
+  /** A parked run with its wake-up job and a pending run; the pass's first batch, evidence read. */
+  private Batch firstBatchWithEvidence(Instance i) {
+    EngineRuns runs = EngineRuns.on(RollcallTestResource.database(), EngineVersion.STABLE);
+    runs.futureWaitWithJob();
+    runs.pending();
+    Batch first = api.claimBatch(i, 5000);
+    assertTrue(
+        Db.number(
+                "SELECT count(*) FROM rollcall.epoch_wake_jobs WHERE epoch_id = ?", first.epochId())
+            > 0,
+        "the pass decoded the queued wake-up job");
+    return first;
+  }
+
+  private static String stateOf(long epoch) {
+    return Db.column(
+            "SELECT state || ':' || coalesce(close_reason, '') FROM rollcall.epochs WHERE id = ?",
+            epoch)
+        .get(0);
   }
 }

@@ -74,14 +74,9 @@ class CompleteLockOrderTest extends ApiTestBase {
     Instance holder = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "retrier");
     Batch last = api.claimBatch(holder, 5000);
 
-    CompletableFuture<Api.Reply> first;
-    try (Connection held = Db.holdingEpochLock(last.epochId())) {
-      first = completeWaitingForEpochLock(holder, last);
-      // The close's connection is lost after the complete committed.
-      assertEquals(1, Db.terminateEpochLockWaiters());
-      assertTrue(first.get(30, TimeUnit.SECONDS).status() != 200, "the first answer is an error");
-      held.rollback();
-    }
+    assertTrue(
+        Passes.completeLosingItsClose(api, holder, last).status() != 200,
+        "the first answer is an error");
     assertEquals(
         1,
         Db.number(

@@ -12,7 +12,6 @@ import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import java.sql.Connection;
 import java.time.Duration;
-import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -29,7 +28,7 @@ class EndOfPassTest extends ApiTestBase {
   @Test
   void aClaimWaitingForTheLastBatchAnswersWithoutTheEpochsLock() throws Exception {
     String deploy = UUID.randomUUID().toString();
-    Batch last = onePagePass(deploy);
+    Batch last = Passes.onePage(api, deploy);
     Instance waiting = api.register(SourceTables.SMALL, deploy, "waiting");
     try (Connection held = Db.holdingEpochLock(last.epochId())) {
       // Had the claim queued for the lock to learn it must wait, it would not answer while held.
@@ -44,13 +43,8 @@ class EndOfPassTest extends ApiTestBase {
   @Test
   void aDeferredRunDueIsReCheckedUnderTheLock() throws Exception {
     String deploy = UUID.randomUUID().toString();
-    Batch last = onePagePass(deploy);
-    // Deferred because a live instance owned it: due at every look.
-    Db.update(
-        "INSERT INTO rollcall.deferred (epoch_id, run_id, reason)"
-            + " VALUES (?, ?, 'owned-by-live-instance')",
-        last.epochId(),
-        "deferred-" + UUID.randomUUID());
+    Batch last = Passes.onePage(api, deploy);
+    Passes.deferDueRun(last.epochId());
     Instance rechecking = api.register(SourceTables.SMALL, deploy, "rechecking");
     CompletableFuture<Api.Reply> claim;
     try (Connection held = Db.holdingEpochLock(last.epochId())) {
@@ -73,19 +67,7 @@ class EndOfPassTest extends ApiTestBase {
     String deploy = UUID.randomUUID().toString();
     Instance holder = api.register(SourceTables.SMALL, deploy, "holder");
     Batch last = api.claimBatch(holder, 5000);
-    // The last batch's complete commits, and its close's connection is lost while it waits for
-    // the epoch's lock.
-    try (Connection held = Db.holdingEpochLock(last.epochId())) {
-      CompletableFuture<Api.Reply> complete =
-          CompletableFuture.supplyAsync(() -> api.complete(holder, last, List.of()));
-      Poll.until(
-          "the complete's close waits for the epoch's lock",
-          Duration.ofSeconds(10),
-          () -> Db.waitingForEpochLock() == 1);
-      assertEquals(1, Db.terminateEpochLockWaiters());
-      complete.get(30, TimeUnit.SECONDS);
-      held.rollback();
-    }
+    Passes.completeLosingItsClose(api, holder, last);
     assertEquals(
         1,
         Db.number(
@@ -102,18 +84,5 @@ class EndOfPassTest extends ApiTestBase {
                 + " AND close_reason = 'completed'",
             last.epochId()),
         "the claim took the lock and closed the finished pass");
-  }
-
-  /** A deploy's pass of the small namespace: one page, its batch leased and outstanding. */
-  private Batch onePagePass(String deploy) {
-    Instance holder = api.register(SourceTables.SMALL, deploy, "holder");
-    Batch last = api.claimBatch(holder, 5000);
-    assertEquals(
-        1,
-        Db.number(
-            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND scan_done AND state = 'open'",
-            last.epochId()),
-        "one page covers the namespace: the scan is done and its batch is leased");
-    return last;
   }
 }
