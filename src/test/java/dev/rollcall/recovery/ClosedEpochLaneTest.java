@@ -10,7 +10,6 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
-import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import jakarta.inject.Inject;
 import java.sql.Connection;
@@ -99,13 +98,6 @@ class ClosedEpochLaneTest extends ApiTestBase {
   }
 
   private double locks(String how) {
-    return meters
-        .find("rollcall.epoch.locks")
-        .tag("namespace", SourceTables.SMALL)
-        .tag("how", how)
-        .counters()
-        .stream()
-        .mapToDouble(Counter::count)
-        .sum();
+    return Passes.epochLocks(meters, SourceTables.SMALL, how);
   }
 }

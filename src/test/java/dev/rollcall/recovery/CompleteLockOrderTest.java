@@ -60,13 +60,8 @@ class CompleteLockOrderTest extends ApiTestBase {
       closing.rollback();
     }
     complete.get(30, TimeUnit.SECONDS).expect(200);
-    assertEquals(
-        1,
-        Db.number(
-            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
-                + " AND close_reason = 'completed'",
-            last.epochId()),
-        "the complete closed the finished epoch once the lock was free");
+    Passes.assertClosedAsCompleted(
+        last.epochId(), "the complete closed the finished epoch once the lock was free");
   }
 
   @Test
@@ -87,13 +82,8 @@ class CompleteLockOrderTest extends ApiTestBase {
 
     Api.Reply retried = api.complete(holder, last, List.of());
     retried.expect(200);
-    assertEquals(
-        1,
-        Db.number(
-            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
-                + " AND close_reason = 'completed'",
-            last.epochId()),
-        "the retried complete closed the finished epoch");
+    Passes.assertClosedAsCompleted(
+        last.epochId(), "the retried complete closed the finished epoch");
   }
 
   @Test
@@ -126,13 +116,7 @@ class CompleteLockOrderTest extends ApiTestBase {
       checking.rollback();
     }
     api.complete(b, last, List.of()).expect(200);
-    assertEquals(
-        1,
-        Db.number(
-            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
-                + " AND close_reason = 'completed'",
-            first.epochId()),
-        "the last complete closed the pass");
+    Passes.assertClosedAsCompleted(first.epochId(), "the last complete closed the pass");
   }
 
   @Test
@@ -159,13 +143,8 @@ class CompleteLockOrderTest extends ApiTestBase {
       claimer.commit();
     }
     complete.get(30, TimeUnit.SECONDS).expect(200);
-    assertEquals(
-        1,
-        Db.number(
-            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
-                + " AND close_reason = 'completed'",
-            last.epochId()),
-        "the complete closed the pass once the claimer's settlement committed");
+    Passes.assertClosedAsCompleted(
+        last.epochId(), "the complete closed the pass once the claimer's settlement committed");
   }
 
   /** Sends the batch's complete and returns once its close waits for the held epoch lock. */

@@ -41,6 +41,20 @@ class EndOfPassTest extends ApiTestBase {
   }
 
   @Test
+  void aLeaseThatExpiredAtTheEndOfAPassIsLetAgainNotWaitedFor() {
+    String deploy = UUID.randomUUID().toString();
+    Batch last = Passes.onePage(api, deploy);
+    // Its holder died or stalled: the last batch's lease ran out.
+    Db.update(
+        "UPDATE rollcall.batches SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
+        last.id());
+    Instance next = api.register(SourceTables.SMALL, deploy, "next");
+    Api.Reply reply = api.claim(next, 5000).expect(200);
+    assertEquals("batch", reply.text("status"), "the expired batch is let again, not waited for");
+    assertEquals(last.id(), Api.batch(reply.body().get("batch")).id());
+  }
+
+  @Test
   void aDeferredRunDueIsReCheckedUnderTheLock() throws Exception {
     String deploy = UUID.randomUUID().toString();
     Batch last = Passes.onePage(api, deploy);
@@ -77,12 +91,7 @@ class EndOfPassTest extends ApiTestBase {
         "the batch is completed and its pass still open");
     Instance closing = api.register(SourceTables.SMALL, deploy, "closing");
     assertEquals("done", api.claim(closing, 10).expect(200).text("status"));
-    assertEquals(
-        1,
-        Db.number(
-            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
-                + " AND close_reason = 'completed'",
-            last.epochId()),
-        "the claim took the lock and closed the finished pass");
+    Passes.assertClosedAsCompleted(
+        last.epochId(), "the claim took the lock and closed the finished pass");
   }
 }

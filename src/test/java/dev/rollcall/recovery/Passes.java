@@ -8,6 +8,8 @@ import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.SourceTables;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.List;
@@ -66,5 +68,28 @@ final class Passes {
             + " VALUES (?, ?, 'owned-by-live-instance')",
         epochId,
         "deferred-" + UUID.randomUUID());
+  }
+
+  /** Asserts that the epoch is closed because its pass completed. */
+  static void assertClosedAsCompleted(long epochId, String message) {
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE id = ? AND state = 'closed'"
+                + " AND close_reason = 'completed'",
+            epochId),
+        message);
+  }
+
+  /** Epoch locks claims of the namespace took (or skipped) {@code how}, so far. */
+  static double epochLocks(MeterRegistry meters, String namespace, String how) {
+    return meters
+        .find("rollcall.epoch.locks")
+        .tag("namespace", namespace)
+        .tag("how", how)
+        .counters()
+        .stream()
+        .mapToDouble(Counter::count)
+        .sum();
   }
 }
