@@ -232,6 +232,17 @@ public interface RollcallConfig {
      */
     @WithDefault("8")
     int maxConcurrent();
+
+    /**
+     * How many instances work one pass's scan at once: a claim cuts a new page of a boot or sweep
+     * epoch only if its instance already holds a range or batch of that epoch, or fewer than this
+     * many instances do; the others' claims wait (held, and woken when an instance's last lease in
+     * the pass ends). Scanning is cheap for the service and costly for the database the engine
+     * shares (each batch is classified, then enqueued into its queue); more instances at once only
+     * contend there. {@code 0}: no limit.
+     */
+    @WithDefault("4")
+    int maxScanners();
   }
 
   /** Rate limits. */

@@ -94,6 +94,16 @@ public class RecoveryMetrics {
   }
 
   /** A sweep claim cut short by the sweep's rate bound. */
+  public void scanFull(String namespace) {
+    Counter.builder("rollcall.claims.scan.full")
+        .description(
+            "Claims (each look of a held claim) that could not cut a page because"
+                + " rollcall.claim.max-scanners instances already work the pass")
+        .tag("namespace", namespace)
+        .register(registry)
+        .increment();
+  }
+
   public void sweepRateLimited(String namespace) {
     Counter.builder("rollcall.sweep.rate.limited")
         .description("Sweep claims cut short by rollcall.sweep.max-runs-per-second")

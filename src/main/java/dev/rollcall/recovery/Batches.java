@@ -314,6 +314,44 @@ public class Batches {
     }
   }
 
+  /**
+   * Who works an epoch's scan now: the instances other than the caller holding an unexpired range
+   * or batch of it ({@code others}), whether the caller holds one ({@code mine}), and how long
+   * until the first of those leases expires. Read under the epoch's lock, the count is exact for
+   * cuts (ranges are cut only under that lock); an expired batch re-let without it may add one.
+   */
+  record Scanners(long others, boolean mine, long msUntilFirstExpiry) {
+
+    /**
+     * Whether the caller may cut a page: it already works the scan (its next page costs no more
+     * concurrency), or fewer than {@code limit} instances do; {@code limit} 0 means no limit.
+     */
+    boolean admit(int limit) {
+      return limit <= 0 || mine || others < limit;
+    }
+  }
+
+  /** Who works the epoch's scan besides {@code claimer} ({@link Scanners}). */
+  public Uni<Scanners> scanners(SqlClient client, long epochId, UUID claimer) {
+    return client
+        .preparedQuery(
+            // The partial index batches_claimable holds the epoch's scanning, ready and leased
+            // rows.
+            "SELECT count(DISTINCT claimer_id) FILTER (WHERE claimer_id <> $2) AS others,"
+                + " coalesce(bool_or(claimer_id = $2), false) AS mine,"
+                + " coalesce(ceil(extract(epoch FROM (min(lease_expires_at) - now())) * 1000),"
+                + " 0)::bigint AS ms"
+                + " FROM rollcall.batches WHERE epoch_id = $1"
+                + " AND state IN ('scanning', 'leased') AND lease_expires_at > now()")
+        .execute(Tuple.of(epochId, claimer))
+        .map(
+            rows -> {
+              Row r = rows.iterator().next();
+              return new Scanners(
+                  r.getLong("others"), r.getBoolean("mine"), Math.max(0, r.getLong("ms")));
+            });
+  }
+
   /** What still holds an epoch open; {@code $2} is the activity fence in milliseconds. */
   public Uni<Outstanding> outstanding(SqlClient client, long epochId, long activityFenceMs) {
     return client

@@ -10,6 +10,7 @@ import dev.rollcall.registry.InstanceService;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
 import dev.rollcall.source.ScannedRun;
+import io.quarkus.runtime.Startup;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
@@ -47,6 +48,7 @@ import org.jboss.logging.Logger;
  * or that it is done.
  */
 @ApplicationScoped
+@Startup
 public class ClaimService {
 
   private static final Logger LOG = Logger.getLogger(ClaimService.class);
@@ -91,6 +93,11 @@ public class ClaimService {
     this.ledger = ledger;
     this.config = config;
     this.metrics = metrics;
+    if (config.claim().maxScanners() < 0) {
+      throw new IllegalArgumentException(
+          "rollcall.claim.max-scanners must be 0 (no limit) or more, not "
+              + config.claim().maxScanners());
+    }
   }
 
   /**
@@ -245,7 +252,14 @@ public class ClaimService {
     Uni<Served> look =
         plan.served().isPresent()
             ? Uni.createFrom().item(plan.served().get())
-            : underLocks(source, caller, plan.order(), plan.next(), maxRuns, plan.waitMs());
+            : underLocks(
+                source,
+                caller,
+                plan.order(),
+                plan.next(),
+                maxRuns,
+                plan.waitMs(),
+                plan.readAhead());
     return look.chain(
         served -> {
           if (served.batch().isPresent()) {
@@ -277,15 +291,21 @@ public class ClaimService {
   /**
    * The epochs a claim serves, in order, and what its first transaction found: a batch or a range
    * ({@code served}), or else the index of the epoch to take the lock of next ({@code next}), with
-   * the soonest wait hint of the epochs before it ({@code waitMs}).
+   * the soonest wait hint of the epochs before it ({@code waitMs}), and the epoch whose next page
+   * may be read ahead of its lock ({@code readAhead}, 0 for none; {@link #lockAndStep}).
    */
-  private record Plan(List<Epoch> order, Optional<Served> served, int next, Optional<Long> waitMs) {
+  private record Plan(
+      List<Epoch> order, Optional<Served> served, int next, Optional<Long> waitMs, long readAhead) {
     static Plan found(List<Epoch> order, Served served) {
-      return new Plan(order, Optional.of(served), order.size(), Optional.empty());
+      return new Plan(order, Optional.of(served), order.size(), Optional.empty(), 0);
     }
 
     static Plan from(List<Epoch> order, int next, Optional<Long> waitMs) {
-      return new Plan(order, Optional.empty(), next, waitMs);
+      return new Plan(order, Optional.empty(), next, waitMs, 0);
+    }
+
+    static Plan queued(List<Epoch> order, int next, Optional<Long> waitMs, boolean readAhead) {
+      return new Plan(order, Optional.empty(), next, waitMs, readAhead ? order.get(next).id() : 0);
     }
   }
 
@@ -364,7 +384,30 @@ public class ClaimService {
     int index = first;
     Epoch epoch = order.get(index);
     if (!epoch.scanDone()) {
-      return lockIfFree(conn, source, caller, order, index, waitMs, maxRuns);
+      // Read without the lock, so a claim that would find the scan full does not queue for it;
+      // the cut checks again under the lock.
+      return batches
+          .scanners(conn, epoch.id(), caller.instanceId())
+          .chain(
+              scanners ->
+                  scanners.admit(scannerLimit())
+                      ? lockIfFree(
+                          conn,
+                          source,
+                          caller,
+                          order,
+                          index,
+                          waitMs,
+                          maxRuns,
+                          scannerLimit() <= 0 || scanners.mine())
+                      : stepIfFree(
+                          conn,
+                          source,
+                          caller,
+                          order,
+                          index + 1,
+                          WaitHints.sooner(full(epoch, caller, scanners).waitMs(), waitMs),
+                          maxRuns));
     }
     return stillLeased(conn, epoch)
         .chain(
@@ -378,7 +421,7 @@ public class ClaimService {
                         index + 1,
                         WaitHints.sooner(passed.get().waitMs(), waitMs),
                         maxRuns)
-                    : lockIfFree(conn, source, caller, order, index, waitMs, maxRuns));
+                    : lockIfFree(conn, source, caller, order, index, waitMs, maxRuns, false));
   }
 
   /**
@@ -407,7 +450,11 @@ public class ClaimService {
                                     : Optional.<Served>empty()));
   }
 
-  /** The epoch's step at once if its lock is free and no claim of this replica is queued for it. */
+  /**
+   * The epoch's step at once if its lock is free and no claim of this replica is queued for it;
+   * else the claim queues for the lock, reading the epoch's next page ahead of it if {@code
+   * readAhead} (the caller is sure to be let cut it).
+   */
   private Uni<Plan> lockIfFree(
       SqlClient conn,
       RunSource source,
@@ -415,9 +462,10 @@ public class ClaimService {
       List<Epoch> order,
       int index,
       Optional<Long> waitMs,
-      int maxRuns) {
+      int maxRuns,
+      boolean readAhead) {
     if (!lanes.idle(order.get(index).id())) {
-      return Uni.createFrom().item(Plan.from(order, index, waitMs));
+      return Uni.createFrom().item(Plan.queued(order, index, waitMs, readAhead));
     }
     // No page is read ahead here: claims of this replica in their first look race for the lock
     // (none of them is in the lane yet), and the losers' pages would be read for nothing.
@@ -426,7 +474,7 @@ public class ClaimService {
         .chain(
             locked -> {
               if (locked.isEmpty()) {
-                return Uni.createFrom().item(Plan.from(order, index, waitMs));
+                return Uni.createFrom().item(Plan.queued(order, index, waitMs, readAhead));
               }
               metrics.epochLock(caller.namespace(), "at-once");
               return underLock(conn, source, caller, locked.get(), maxRuns)
@@ -465,7 +513,8 @@ public class ClaimService {
       List<Epoch> order,
       int index,
       int maxRuns,
-      Optional<Long> waitMs) {
+      Optional<Long> waitMs,
+      long readAhead) {
     Long bootId =
         order.stream()
             .filter(e -> e.kind() == EpochKind.BOOT)
@@ -490,26 +539,36 @@ public class ClaimService {
                         : gate.runAhead(
                             () ->
                                 pool.withTransaction(
-                                    conn -> lockAndStep(conn, source, caller, epoch, maxRuns))));
+                                    conn ->
+                                        lockAndStep(
+                                            conn,
+                                            source,
+                                            caller,
+                                            epoch,
+                                            maxRuns,
+                                            epoch.id() == readAhead))));
     return here.chain(
         served -> {
           if (served.batch().isPresent() || served.range().isPresent()) {
             return Uni.createFrom().item(served);
           }
           Optional<Long> wait = WaitHints.sooner(served.waitMs(), waitMs);
-          return underLocks(source, caller, order, index + 1, maxRuns, wait);
+          return underLocks(source, caller, order, index + 1, maxRuns, wait, readAhead);
         });
   }
 
   /**
    * Takes an epoch's lock, waiting for it, and takes the epoch's step. While the epoch is being
-   * scanned, the next page is read in the same round trip as the lock (pipelined right behind it,
-   * after the cursor the lock's last holder committed), so the lock is held for the cut and its
-   * commit only; the page is dropped if the locked epoch has nothing to cut after all.
+   * scanned and the caller may read ahead (it already works the scan, or the scan is open to any
+   * number of instances), the next page is read in the same round trip as the lock (pipelined right
+   * behind it, after the cursor the lock's last holder committed), so the lock is held for the cut
+   * and its commit only; the page is dropped if the locked epoch has nothing to cut after all, or
+   * no room for the caller ({@link Batches.Scanners}). Other claims may find the scan full under
+   * the lock, so they read no page before they know.
    */
   private Uni<Served> lockAndStep(
-      SqlClient conn, RunSource source, Caller caller, Epoch view, int maxRuns) {
-    if (!scansAhead(view)) {
+      SqlClient conn, RunSource source, Caller caller, Epoch view, int maxRuns, boolean readAhead) {
+    if (!scansAhead(view) || !(readAhead || scannerLimit() <= 0)) {
       return InstanceService.requireLive(conn, caller.instanceId())
           .chain(() -> epochs.lock(conn, view.id()))
           .invoke(this::rememberIfClosed)
@@ -522,6 +581,7 @@ public class ClaimService {
         .unis(
             InstanceService.requireLive(conn, caller.instanceId()).replaceWith(true),
             epochs.lock(conn, view.id()),
+            batches.scanners(conn, view.id(), caller.instanceId()),
             unavailableIfFails(
                 source,
                 source.pageAfterEpochCursor(
@@ -529,7 +589,10 @@ public class ClaimService {
         .asTuple()
         .invoke(t -> rememberIfClosed(t.getItem2()))
         .invoke(() -> metrics.epochLock(caller.namespace(), "queued"))
-        .chain(t -> stepWithPage(conn, source, caller, t.getItem2(), t.getItem3(), maxRuns));
+        .chain(
+            t ->
+                stepWithPage(
+                    conn, source, caller, t.getItem2(), t.getItem3(), t.getItem4(), maxRuns));
   }
 
   /**
@@ -552,11 +615,16 @@ public class ClaimService {
       RunSource source,
       Caller caller,
       Epoch locked,
+      Batches.Scanners scanners,
       List<ScannedRun> page,
       int maxRuns) {
-    return scansAhead(locked)
-        ? untilServed(conn, source, caller, cutPage(conn, caller, locked, page, maxRuns), maxRuns)
-        : underLock(conn, source, caller, locked, maxRuns);
+    if (!scansAhead(locked)) {
+      return underLock(conn, source, caller, locked, maxRuns);
+    }
+    if (!scanners.admit(scannerLimit())) {
+      return Uni.createFrom().item(full(locked, caller, scanners));
+    }
+    return untilServed(conn, source, caller, cutPage(conn, caller, locked, page, maxRuns), maxRuns);
   }
 
   /**
@@ -687,10 +755,17 @@ public class ClaimService {
     }
     if (!epoch.scanDone()) {
       int allowed = rateLimited(epoch, maxRuns);
-      return allowed > 0
-          ? cutRange(conn, source, caller, epoch, allowed)
-          // A sweep ahead of its rate: the claimer comes back when a heartbeat says so.
-          : Uni.createFrom().item(Step.done(Served.nothing()));
+      if (allowed <= 0) {
+        // A sweep ahead of its rate: the claimer comes back when a heartbeat says so.
+        return Uni.createFrom().item(Step.done(Served.nothing()));
+      }
+      return batches
+          .scanners(conn, epoch.id(), caller.instanceId())
+          .chain(
+              scanners ->
+                  scanners.admit(scannerLimit())
+                      ? cutRange(conn, source, caller, epoch, allowed)
+                      : Uni.createFrom().item(Step.done(full(epoch, caller, scanners))));
     }
     // A lease may have expired since the first look; the epoch lock does not cover batches.
     return relet(conn, source, caller, epoch)
@@ -929,6 +1004,23 @@ public class ClaimService {
     return epoch.kind() == EpochKind.BOOT
         ? Served.later(out.msUntilNextLook(config.claim().waitMin().toMillis()))
         : Served.nothing();
+  }
+
+  /**
+   * What a claim gets from a scan that {@code rollcall.claim.max-scanners} other instances work: on
+   * a boot epoch, a wait until one of them leaves the scan (the notice of its last lease ending
+   * wakes the claim; failing that, it looks again when their first lease could expire); on a sweep,
+   * nothing for now, as when a sweep is ahead of its rate.
+   */
+  private Served full(Epoch epoch, Caller caller, Batches.Scanners scanners) {
+    metrics.scanFull(caller.namespace());
+    return epoch.kind() == EpochKind.BOOT
+        ? Served.later(scanners.msUntilFirstExpiry())
+        : Served.nothing();
+  }
+
+  private int scannerLimit() {
+    return config.claim().maxScanners();
   }
 
   /**

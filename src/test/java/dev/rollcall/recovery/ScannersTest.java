@@ -1,0 +1,28 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+/** Who may cut the next page of a scan ({@link Batches.Scanners#admit}). */
+class ScannersTest {
+
+  @Test
+  void roomUnderTheLimit() {
+    assertTrue(new Batches.Scanners(3, false, 0).admit(4));
+    assertFalse(new Batches.Scanners(4, false, 0).admit(4));
+    assertFalse(new Batches.Scanners(9, false, 0).admit(4));
+  }
+
+  @Test
+  void anInstanceAlreadyWorkingTheScanMayTakeItsNextPage() {
+    assertTrue(new Batches.Scanners(4, true, 0).admit(4));
+    assertTrue(new Batches.Scanners(7, true, 0).admit(4));
+  }
+
+  @Test
+  void zeroMeansNoLimit() {
+    assertTrue(new Batches.Scanners(1000, false, 0).admit(0));
+  }
+}
