@@ -60,8 +60,7 @@ class ScanShareTest extends ApiTestBase {
   @Test
   void aClaimWaitsWhileTheLimitOfInstancesWorkThePass() {
     List<Instance> scanners = instances(limit);
-    List<Batch> batches = new ArrayList<>();
-    scanners.forEach(i -> batches.add(api.claimBatch(i, PAGE)));
+    List<Batch> batches = eachTakesAPage(scanners);
     assertEquals(limit, distinctHolders(batches.get(0).epochId()));
 
     double full = scanFull();
@@ -79,8 +78,7 @@ class ScanShareTest extends ApiTestBase {
   @Test
   void aClaimThatFindsTheScanFullAnswersWithoutTheEpochsLock() throws Exception {
     List<Instance> scanners = instances(limit);
-    List<Batch> batches = new ArrayList<>();
-    scanners.forEach(i -> batches.add(api.claimBatch(i, PAGE)));
+    List<Batch> batches = eachTakesAPage(scanners);
     Instance late = api.register(SourceTables.SMALL, deploy, "late");
     try (Connection held = Db.holdingEpochLock(batches.get(0).epochId())) {
       // Had the claim queued for the lock to learn the scan is full, it would not answer now.
@@ -95,8 +93,7 @@ class ScanShareTest extends ApiTestBase {
   @Test
   void anInstanceLeavingTheScanWakesAWaitingClaimAndOnlyThen() throws Exception {
     List<Instance> scanners = instances(limit);
-    List<Batch> batches = new ArrayList<>();
-    scanners.forEach(i -> batches.add(api.claimBatch(i, PAGE)));
+    List<Batch> batches = eachTakesAPage(scanners);
     // The first scanner holds a second batch, as a client that claimed ahead does.
     Batch ahead = api.claimBatch(scanners.get(0), PAGE);
     Instance late = api.register(SourceTables.SMALL, deploy, "late");
@@ -126,8 +123,7 @@ class ScanShareTest extends ApiTestBase {
   @Test
   void aHeldClaimIsWokenWhenAShareFrees() throws Exception {
     List<Instance> scanners = instances(limit);
-    List<Batch> batches = new ArrayList<>();
-    scanners.forEach(i -> batches.add(api.claimBatch(i, PAGE)));
+    List<Batch> batches = eachTakesAPage(scanners);
     Instance late = api.register(SourceTables.SMALL, deploy, "late");
     int before = wakeups.waiting(SourceTables.SMALL);
     CompletableFuture<Api.Reply> held =
@@ -169,6 +165,13 @@ class ScanShareTest extends ApiTestBase {
     assertEquals(limit - 1, got, "the claims that fit beside the first scanner cut a page");
     assertEquals(1, waited, "the one that did not fit waits");
     assertEquals(limit, distinctHolders(batch.epochId()));
+  }
+
+  /** Each instance claims a page of the deploy's pass: the scan is then full. */
+  private List<Batch> eachTakesAPage(List<Instance> scanners) {
+    List<Batch> batches = new ArrayList<>();
+    scanners.forEach(i -> batches.add(api.claimBatch(i, PAGE)));
+    return batches;
   }
 
   private List<Instance> instances(int n) {
