@@ -43,8 +43,9 @@ public final class ServiceProcess implements AutoCloseable {
     if (!Files.exists(jar)) {
       throw new IllegalStateException(jar + " is missing: run through 'mvnw verify'");
     }
-    int http = freePort();
-    int management = freePort();
+    int[] ports = freePorts(2);
+    int http = ports[0];
+    int management = ports[1];
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     // The JVM options of the container image (src/main/docker/Dockerfile.jvm) unless a benchmark
@@ -69,7 +70,13 @@ public final class ServiceProcess implements AutoCloseable {
             .redirectOutput(ProcessBuilder.Redirect.appendTo(log))
             .start();
     ServiceProcess replica = new ServiceProcess(name, p, http, management);
-    replica.awaitReady(Duration.ofSeconds(90));
+    try {
+      replica.awaitReady(Duration.ofSeconds(90));
+    } catch (RuntimeException | InterruptedException e) {
+      // No caller holds the process yet to close it: left running, it would outlive the test.
+      replica.close();
+      throw e;
+    }
     return replica;
   }
 
@@ -193,9 +200,25 @@ public final class ServiceProcess implements AutoCloseable {
     }
   }
 
-  private static int freePort() throws IOException {
-    try (ServerSocket s = new ServerSocket(0)) {
-      return s.getLocalPort();
+  /**
+   * {@code n} distinct ports free now. The sockets stay open until all are chosen: one closed
+   * before the next is asked for can be handed out again, and a service given the same port for
+   * HTTP and management never reports ready.
+   */
+  private static int[] freePorts(int n) throws IOException {
+    List<ServerSocket> open = new ArrayList<>();
+    try {
+      int[] ports = new int[n];
+      for (int i = 0; i < n; i++) {
+        ServerSocket s = new ServerSocket(0);
+        open.add(s);
+        ports[i] = s.getLocalPort();
+      }
+      return ports;
+    } finally {
+      for (ServerSocket s : open) {
+        s.close();
+      }
     }
   }
 }
