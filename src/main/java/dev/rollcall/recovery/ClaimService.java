@@ -384,30 +384,12 @@ public class ClaimService {
     int index = first;
     Epoch epoch = order.get(index);
     if (!epoch.scanDone()) {
-      // Read without the lock, so a claim that would find the scan full does not queue for it;
-      // the cut checks again under the lock.
-      return batches
-          .scanners(conn, epoch.id(), caller.instanceId())
+      return lockIfFree(conn, source, caller, order, index, waitMs, maxRuns)
           .chain(
-              scanners ->
-                  scanners.admit(scannerLimit())
-                      ? lockIfFree(
-                          conn,
-                          source,
-                          caller,
-                          order,
-                          index,
-                          waitMs,
-                          maxRuns,
-                          scannerLimit() <= 0 || scanners.mine())
-                      : stepIfFree(
-                          conn,
-                          source,
-                          caller,
-                          order,
-                          index + 1,
-                          WaitHints.sooner(full(epoch, caller, scanners).waitMs(), waitMs),
-                          maxRuns));
+              plan ->
+                  plan.served().isEmpty() && plan.next() == index
+                      ? beforeQueueing(conn, source, caller, order, index, waitMs, maxRuns)
+                      : Uni.createFrom().item(plan));
     }
     return stillLeased(conn, epoch)
         .chain(
@@ -421,7 +403,42 @@ public class ClaimService {
                         index + 1,
                         WaitHints.sooner(passed.get().waitMs(), waitMs),
                         maxRuns)
-                    : lockIfFree(conn, source, caller, order, index, waitMs, maxRuns, false));
+                    : lockIfFree(conn, source, caller, order, index, waitMs, maxRuns));
+  }
+
+  /**
+   * A claim about to queue for the lock of an epoch being scanned reads, without the lock, whether
+   * there is room for it in the scan ({@link Batches.Scanners}): one that would find it full
+   * answers without queueing (the cut checks again under the lock, where it is exact), and only an
+   * instance already working the scan reads its page ahead of the lock. A claim that took the lock
+   * at once read this under it instead.
+   */
+  private Uni<Plan> beforeQueueing(
+      SqlClient conn,
+      RunSource source,
+      Caller caller,
+      List<Epoch> order,
+      int index,
+      Optional<Long> waitMs,
+      int maxRuns) {
+    Epoch epoch = order.get(index);
+    if (scannerLimit() <= 0) {
+      return Uni.createFrom().item(Plan.queued(order, index, waitMs, true));
+    }
+    return batches
+        .scanners(conn, epoch.id(), caller.instanceId())
+        .chain(
+            scanners ->
+                scanners.admit(scannerLimit())
+                    ? Uni.createFrom().item(Plan.queued(order, index, waitMs, scanners.mine()))
+                    : stepIfFree(
+                        conn,
+                        source,
+                        caller,
+                        order,
+                        index + 1,
+                        WaitHints.sooner(full(epoch, caller, scanners).waitMs(), waitMs),
+                        maxRuns));
   }
 
   /**
@@ -452,8 +469,7 @@ public class ClaimService {
 
   /**
    * The epoch's step at once if its lock is free and no claim of this replica is queued for it;
-   * else the claim queues for the lock, reading the epoch's next page ahead of it if {@code
-   * readAhead} (the caller is sure to be let cut it).
+   * else a plan that queues for the lock ({@code next} is this epoch).
    */
   private Uni<Plan> lockIfFree(
       SqlClient conn,
@@ -462,10 +478,9 @@ public class ClaimService {
       List<Epoch> order,
       int index,
       Optional<Long> waitMs,
-      int maxRuns,
-      boolean readAhead) {
+      int maxRuns) {
     if (!lanes.idle(order.get(index).id())) {
-      return Uni.createFrom().item(Plan.queued(order, index, waitMs, readAhead));
+      return Uni.createFrom().item(Plan.from(order, index, waitMs));
     }
     // No page is read ahead here: claims of this replica in their first look race for the lock
     // (none of them is in the lane yet), and the losers' pages would be read for nothing.
@@ -474,7 +489,7 @@ public class ClaimService {
         .chain(
             locked -> {
               if (locked.isEmpty()) {
-                return Uni.createFrom().item(Plan.queued(order, index, waitMs, readAhead));
+                return Uni.createFrom().item(Plan.from(order, index, waitMs));
               }
               metrics.epochLock(caller.namespace(), "at-once");
               return underLock(conn, source, caller, locked.get(), maxRuns)

@@ -91,6 +91,27 @@ class ScanShareTest extends ApiTestBase {
   }
 
   @Test
+  void aStalledScannersShareGoesWithItsExpiredBatchNotBesideIt() {
+    List<Instance> scanners = instances(limit);
+    List<Batch> batches = eachTakesAPage(scanners);
+    // One scanner stalls: its lease runs out. Its batch is let again to the next claimer, who
+    // takes its place in the scan rather than a page beside it.
+    Batch stalled = batches.get(1);
+    Db.update(
+        "UPDATE rollcall.batches SET lease_expires_at = now() - interval '1 second' WHERE id = ?",
+        stalled.id());
+    Instance late = api.register(SourceTables.SMALL, deploy, "late");
+    Api.Reply reply = api.claim(late, PAGE).expect(200);
+    assertEquals("batch", reply.text("status"), "the expired batch is let again: " + reply);
+    assertEquals(stalled.id(), Api.batch(reply.body().get("batch")).id());
+    assertEquals(limit, distinctHolders(stalled.epochId()), "still " + limit + " at work");
+    // The stalled scanner's late complete is refused by the fence; it no longer works the scan.
+    api.complete(scanners.get(1), stalled, List.of()).expect(409);
+    Instance another = api.register(SourceTables.SMALL, deploy, "another");
+    assertEquals("wait", api.claim(another, PAGE).expect(200).text("status"));
+  }
+
+  @Test
   void anInstanceLeavingTheScanWakesAWaitingClaimAndOnlyThen() throws Exception {
     List<Instance> scanners = instances(limit);
     List<Batch> batches = eachTakesAPage(scanners);
