@@ -62,6 +62,13 @@ class RecoveryBenchmarkIT {
    */
   private final boolean stay = Boolean.getBoolean("bench.stay");
 
+  /**
+   * {@code -Dbench.settle=false}: the next scenario starts right after a scenario's cleanup,
+   * without {@link #settle}, as this benchmark did before (to compare).
+   */
+  private final boolean settleBetween =
+      Boolean.parseBoolean(System.getProperty("bench.settle", "true"));
+
   private TestDatabase db;
   private List<ServiceProcess> services;
   private long seedJobs;
@@ -226,8 +233,9 @@ class RecoveryBenchmarkIT {
     out.add("");
     out.add(
         "| scenario | registers | heartbeats | claims | completes | classification per page"
-            + " | CPU: coordinators | PostgreSQL | replica processes |");
-    out.add("|---|---|---|---|---|---|---|---|---|");
+            + " | looks that found the scan full | CPU: coordinators | PostgreSQL"
+            + " | replica processes | autovacuum runs |");
+    out.add("|---|---|---|---|---|---|---|---|---|---|---|");
     for (Map.Entry<String, Result> e : results.entrySet()) {
       Map<String, Double> m = e.getValue().serviceMetrics;
       if (m.isEmpty()) {
@@ -235,16 +243,18 @@ class RecoveryBenchmarkIT {
       }
       out.add(
           String.format(
-              "| %s | %s | %s | %s | %s | %s | %s | %s | %s |",
+              "| %s | %s | %s | %s | %s | %s | %,d | %s | %s | %s | %d |",
               e.getKey(),
               timing(m, "http_server_requests_seconds", "/instances"),
               timing(m, "http_server_requests_seconds", "/instances/{id}/heartbeat"),
               timing(m, "http_server_requests_seconds", "/recovery/claim"),
               timing(m, "http_server_requests_seconds", "/recovery/batches/{id}/complete"),
               timing(m, "rollcall_classification_seconds", null),
+              Math.round(m.getOrDefault("rollcall_claims_scan_full_total", 0.0)),
               seconds(e.getValue().cpuMillis),
               seconds(e.getValue().postgresCpuMillis),
-              seconds(e.getValue().replicasCpuMillis)));
+              seconds(e.getValue().replicasCpuMillis),
+              e.getValue().autovacuums));
     }
     out.add("");
     return out;
@@ -256,6 +266,8 @@ class RecoveryBenchmarkIT {
       s.metrics("http_server_requests_seconds_", List.of("uri"))
           .forEach((k, v) -> sum.merge(k, v, Double::sum));
       s.metrics("rollcall_classification_seconds_", List.of())
+          .forEach((k, v) -> sum.merge(k, v, Double::sum));
+      s.metrics("rollcall_claims_scan_full_total", List.of())
           .forEach((k, v) -> sum.merge(k, v, Double::sum));
     }
     return sum;
@@ -289,6 +301,7 @@ class RecoveryBenchmarkIT {
     long postgresCpuMillis = -1; // every PostgreSQL process, during the scenario
     long replicasCpuMillis = -1; // the replica processes, from "go" to their result
     long rssMiB = -1;
+    long autovacuums = -1; // autovacuum's vacuums and analyzes that finished during the scenario
     Map<String, long[]> byState;
     Map<String, Double> serviceMetrics = Map.of(); // what the coordinators counted meanwhile
 
@@ -445,6 +458,7 @@ class RecoveryBenchmarkIT {
       }
       long cpuBefore = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum();
       long postgresBefore = Cpu.postgres();
+      long autovacuumsBefore = autovacuums();
       Map<String, Double> metricsBefore = serviceMetrics(coordinators);
       long t0 = System.nanoTime();
       long goAt = System.currentTimeMillis();
@@ -470,6 +484,7 @@ class RecoveryBenchmarkIT {
         }
       }
       r.wallMillis = r.capped ? cap.toMillis() : (System.nanoTime() - t0) / 1_000_000;
+      r.autovacuums = autovacuums() - autovacuumsBefore;
       // Rollcall replicas report each batch once its jobs are in; the rest is learning "done".
       r.enqueuedMillis =
           replicas.stream()
@@ -517,8 +532,32 @@ class RecoveryBenchmarkIT {
       }
     }
     EngineMix.removeAddedJobs(db, seedJobs);
+    settle();
     rowsReadMark = settledRowsRead();
     return r;
+  }
+
+  /**
+   * Vacuums and analyzes the database and checkpoints, so that the next scenario meets settled
+   * tables as the first one does: the jobs a scenario added (and this cleanup deleted), and the
+   * ledger and batch rows it wrote, would otherwise be vacuumed by autovacuum, or written out by a
+   * checkpoint, during whichever scenario comes next. The scenarios of one size always run in the
+   * same order (N = 1 before N = 16, one service replica before two), so that work fell on the
+   * later ones.
+   */
+  private void settle() {
+    if (settleBetween) {
+      db.execute("VACUUM ANALYZE", "CHECKPOINT");
+    }
+  }
+
+  /** Vacuums and analyzes autovacuum has finished so far, on every table of the database. */
+  private long autovacuums() {
+    return Long.parseLong(
+        db.column(
+                "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint"
+                    + " FROM pg_stat_all_tables")
+            .get(0));
   }
 
   /** The runs-table rows read so far, once this test's own (closed) connections have reported. */
