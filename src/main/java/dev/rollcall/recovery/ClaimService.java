@@ -114,7 +114,7 @@ public class ClaimService {
   private record Served(
       Optional<LeasedBatch> batch,
       Optional<ToClassify> range,
-      Optional<Long> waitMs,
+      Optional<WaitHints.Hint> hint,
       Long bootEpochId) {
     static Served batch(LeasedBatch batch) {
       return new Served(Optional.of(batch), Optional.empty(), Optional.empty(), null);
@@ -128,16 +128,16 @@ public class ClaimService {
       return new Served(Optional.empty(), Optional.empty(), Optional.empty(), null);
     }
 
-    static Served later(long waitMs) {
-      return new Served(Optional.empty(), Optional.empty(), Optional.of(waitMs), null);
+    static Served later(WaitHints.Hint wait) {
+      return new Served(Optional.empty(), Optional.empty(), Optional.of(wait), null);
     }
 
-    Served withWait(Optional<Long> wait) {
+    Served withHint(Optional<WaitHints.Hint> wait) {
       return new Served(batch, range, wait, bootEpochId);
     }
 
     Served withBootEpoch(Long id) {
-      return new Served(batch, range, waitMs, id);
+      return new Served(batch, range, hint, id);
     }
   }
 
@@ -223,7 +223,7 @@ public class ClaimService {
               }
               long nap =
                   result instanceof ClaimResult.Wait wait
-                      ? Math.min(wait.retryAfterMs(), Duration.ofNanos(left).toMillis())
+                      ? Math.min(wait.napMs(), Duration.ofNanos(left).toMillis())
                       : Duration.ofNanos(left).toMillis();
               return w.await(Duration.ofMillis(Math.max(1, nap)))
                   .invoke(place::napped)
@@ -253,20 +253,14 @@ public class ClaimService {
         plan.served().isPresent()
             ? Uni.createFrom().item(plan.served().get())
             : underLocks(
-                source,
-                caller,
-                plan.order(),
-                plan.next(),
-                maxRuns,
-                plan.waitMs(),
-                plan.readAhead());
+                source, caller, plan.order(), plan.next(), maxRuns, plan.hint(), plan.readAhead());
     return look.chain(
         served -> {
           if (served.batch().isPresent()) {
             return Uni.createFrom().item(new ClaimResult.Batch(served.batch().get()));
           }
           if (served.range().isEmpty()) {
-            return Uni.createFrom().item(answer(served.waitMs(), served.bootEpochId()));
+            return Uni.createFrom().item(answer(served.hint(), served.bootEpochId()));
           }
           // The epoch lock is released: classify the range in a transaction of its own.
           return gate.runAhead(
@@ -282,30 +276,38 @@ public class ClaimService {
         });
   }
 
-  private ClaimResult answer(Optional<Long> waitMs, Long bootEpochId) {
-    return waitMs
-        .<ClaimResult>map(ms -> new ClaimResult.Wait(waitHint(ms)))
+  private ClaimResult answer(Optional<WaitHints.Hint> wait, Long bootEpochId) {
+    return wait.<ClaimResult>map(
+            hint -> {
+              long retryAfterMs = waitHint(hint.ms());
+              return new ClaimResult.Wait(retryAfterMs, WaitHints.nap(hint, retryAfterMs));
+            })
         .orElse(new ClaimResult.Done(bootEpochId));
   }
 
   /**
    * The epochs a claim serves, in order, and what its first transaction found: a batch or a range
    * ({@code served}), or else the index of the epoch to take the lock of next ({@code next}), with
-   * the soonest wait hint of the epochs before it ({@code waitMs}), and the epoch whose next page
-   * may be read ahead of its lock ({@code readAhead}, 0 for none; {@link #lockAndStep}).
+   * the soonest wait hint of the epochs before it ({@code hint}), and the epoch whose next page may
+   * be read ahead of its lock ({@code readAhead}, 0 for none; {@link #lockAndStep}).
    */
   private record Plan(
-      List<Epoch> order, Optional<Served> served, int next, Optional<Long> waitMs, long readAhead) {
+      List<Epoch> order,
+      Optional<Served> served,
+      int next,
+      Optional<WaitHints.Hint> hint,
+      long readAhead) {
     static Plan found(List<Epoch> order, Served served) {
       return new Plan(order, Optional.of(served), order.size(), Optional.empty(), 0);
     }
 
-    static Plan from(List<Epoch> order, int next, Optional<Long> waitMs) {
-      return new Plan(order, Optional.empty(), next, waitMs, 0);
+    static Plan from(List<Epoch> order, int next, Optional<WaitHints.Hint> hint) {
+      return new Plan(order, Optional.empty(), next, hint, 0);
     }
 
-    static Plan queued(List<Epoch> order, int next, Optional<Long> waitMs, boolean readAhead) {
-      return new Plan(order, Optional.empty(), next, waitMs, readAhead ? order.get(next).id() : 0);
+    static Plan queued(
+        List<Epoch> order, int next, Optional<WaitHints.Hint> hint, boolean readAhead) {
+      return new Plan(order, Optional.empty(), next, hint, readAhead ? order.get(next).id() : 0);
     }
   }
 
@@ -372,23 +374,23 @@ public class ClaimService {
       Caller caller,
       List<Epoch> order,
       int from,
-      Optional<Long> waitMs,
+      Optional<WaitHints.Hint> hint,
       int maxRuns) {
     int first = from;
     while (first < order.size() && !order.get(first).open()) {
       first++;
     }
     if (first == order.size()) {
-      return Uni.createFrom().item(Plan.from(order, first, waitMs));
+      return Uni.createFrom().item(Plan.from(order, first, hint));
     }
     int index = first;
     Epoch epoch = order.get(index);
     if (!epoch.scanDone()) {
-      return lockIfFree(conn, source, caller, order, index, waitMs, maxRuns)
+      return lockIfFree(conn, source, caller, order, index, hint, maxRuns)
           .chain(
               plan ->
                   plan.served().isEmpty() && plan.next() == index
-                      ? beforeQueueing(conn, source, caller, order, index, waitMs, maxRuns)
+                      ? beforeQueueing(conn, source, caller, order, index, hint, maxRuns)
                       : Uni.createFrom().item(plan));
     }
     return stillLeased(conn, epoch)
@@ -401,9 +403,9 @@ public class ClaimService {
                         caller,
                         order,
                         index + 1,
-                        WaitHints.sooner(passed.get().waitMs(), waitMs),
+                        WaitHints.sooner(passed.get().hint(), hint),
                         maxRuns)
-                    : lockIfFree(conn, source, caller, order, index, waitMs, maxRuns));
+                    : lockIfFree(conn, source, caller, order, index, hint, maxRuns));
   }
 
   /**
@@ -419,25 +421,25 @@ public class ClaimService {
       Caller caller,
       List<Epoch> order,
       int index,
-      Optional<Long> waitMs,
+      Optional<WaitHints.Hint> hint,
       int maxRuns) {
     Epoch epoch = order.get(index);
     if (scannerLimit() <= 0) {
-      return Uni.createFrom().item(Plan.queued(order, index, waitMs, true));
+      return Uni.createFrom().item(Plan.queued(order, index, hint, true));
     }
     return batches
         .scanners(conn, epoch.id(), caller.instanceId())
         .chain(
             scanners ->
                 scanners.admit(scannerLimit())
-                    ? Uni.createFrom().item(Plan.queued(order, index, waitMs, scanners.mine()))
+                    ? Uni.createFrom().item(Plan.queued(order, index, hint, scanners.mine()))
                     : stepIfFree(
                         conn,
                         source,
                         caller,
                         order,
                         index + 1,
-                        WaitHints.sooner(full(epoch, caller, scanners).waitMs(), waitMs),
+                        WaitHints.sooner(full(epoch, caller, scanners).hint(), hint),
                         maxRuns));
   }
 
@@ -477,10 +479,10 @@ public class ClaimService {
       Caller caller,
       List<Epoch> order,
       int index,
-      Optional<Long> waitMs,
+      Optional<WaitHints.Hint> hint,
       int maxRuns) {
     if (!lanes.idle(order.get(index).id())) {
-      return Uni.createFrom().item(Plan.from(order, index, waitMs));
+      return Uni.createFrom().item(Plan.from(order, index, hint));
     }
     // No page is read ahead here: claims of this replica in their first look race for the lock
     // (none of them is in the lane yet), and the losers' pages would be read for nothing.
@@ -489,7 +491,7 @@ public class ClaimService {
         .chain(
             locked -> {
               if (locked.isEmpty()) {
-                return Uni.createFrom().item(Plan.from(order, index, waitMs));
+                return Uni.createFrom().item(Plan.from(order, index, hint));
               }
               metrics.epochLock(caller.namespace(), "at-once");
               return underLock(conn, source, caller, locked.get(), maxRuns)
@@ -497,7 +499,7 @@ public class ClaimService {
                       s ->
                           s.batch().isPresent() || s.range().isPresent()
                               ? Plan.found(order, s)
-                              : Plan.from(order, index + 1, WaitHints.sooner(s.waitMs(), waitMs)));
+                              : Plan.from(order, index + 1, WaitHints.sooner(s.hint(), hint)));
             });
   }
 
@@ -528,7 +530,7 @@ public class ClaimService {
       List<Epoch> order,
       int index,
       int maxRuns,
-      Optional<Long> waitMs,
+      Optional<WaitHints.Hint> hint,
       long readAhead) {
     Long bootId =
         order.stream()
@@ -537,7 +539,7 @@ public class ClaimService {
             .findFirst()
             .orElse(null);
     if (index == order.size()) {
-      return Uni.createFrom().item(Served.nothing().withWait(waitMs).withBootEpoch(bootId));
+      return Uni.createFrom().item(Served.nothing().withHint(hint).withBootEpoch(bootId));
     }
     Epoch epoch = order.get(index);
     Uni<Served> here =
@@ -567,8 +569,8 @@ public class ClaimService {
           if (served.batch().isPresent() || served.range().isPresent()) {
             return Uni.createFrom().item(served);
           }
-          Optional<Long> wait = WaitHints.sooner(served.waitMs(), waitMs);
-          return underLocks(source, caller, order, index + 1, maxRuns, wait, readAhead);
+          Optional<WaitHints.Hint> sooner = WaitHints.sooner(served.hint(), hint);
+          return underLocks(source, caller, order, index + 1, maxRuns, sooner, readAhead);
         });
   }
 
@@ -1017,7 +1019,7 @@ public class ClaimService {
    */
   private Served leftOpen(Epoch epoch, Batches.Outstanding out) {
     return epoch.kind() == EpochKind.BOOT
-        ? Served.later(out.msUntilNextLook(config.claim().waitMin().toMillis()))
+        ? Served.later(WaitHints.Hint.at(out.msUntilNextLook(config.claim().waitMin().toMillis())))
         : Served.nothing();
   }
 
@@ -1030,7 +1032,7 @@ public class ClaimService {
   private Served full(Epoch epoch, Caller caller, Batches.Scanners scanners) {
     metrics.scanFull(caller.namespace());
     return epoch.kind() == EpochKind.BOOT
-        ? Served.later(scanners.msUntilFirstExpiry())
+        ? Served.later(WaitHints.Hint.announcedBy(scanners.msUntilFirstExpiry()))
         : Served.nothing();
   }
 

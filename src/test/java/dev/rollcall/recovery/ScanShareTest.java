@@ -158,6 +158,39 @@ class ScanShareTest extends ApiTestBase {
     assertEquals("batch", reply.text("status"), "the held claim took the freed share: " + reply);
   }
 
+  /**
+   * A held claim that found the scan full does not look again while nothing changes: a notice wakes
+   * it when a share frees ({@link #aHeldClaimIsWokenWhenAShareFrees}), else it looks when a
+   * scanner's lease could run out. Looking at its retry hint instead (every 0.25 to 1 s) made each
+   * waiting instance of a large fleet a transaction a second for nothing.
+   */
+  @Test
+  void aHeldClaimThatFindsTheScanFullLooksAgainOnlyWhenAShareCouldFree() throws Exception {
+    List<Instance> scanners = instances(limit);
+    List<Batch> batches = eachTakesAPage(scanners);
+    Instance late = api.register(SourceTables.SMALL, deploy, "late");
+
+    double full = scanFull();
+    Api.Reply quiet = api.claimHeld(late, PAGE, 3_000, false).expect(200);
+    assertEquals("wait", quiet.text("status"), "nothing freed a share: " + quiet);
+    assertEquals(
+        full + 2, scanFull(), "in a 3 s hold with nothing changing: its first look and its last");
+
+    // Every scanner stalls: their leases run out in 1.5 s, which no notice announces. The held
+    // claim looks again then, and is let the first expired batch.
+    Db.update(
+        "UPDATE rollcall.batches SET lease_expires_at = now() + interval '1500 milliseconds'"
+            + " WHERE epoch_id = ? AND state IN ('scanning', 'leased')",
+        batches.get(0).epochId());
+    full = scanFull();
+    long started = System.nanoTime();
+    Api.Reply expired = api.claimHeld(late, PAGE, 20_000, false).expect(200);
+    long tookMs = (System.nanoTime() - started) / 1_000_000;
+    assertEquals("batch", expired.text("status"), "an expired scanner's batch: " + expired);
+    assertTrue(tookMs >= 1_000 && tookMs < 10_000, "answered when the leases ran out: " + tookMs);
+    assertTrue(scanFull() - full <= 2, "looked when the leases could run out, not every second");
+  }
+
   @Test
   void claimsQueuedForTheEpochsLockCountTheScannersUnderIt() throws Exception {
     // One instance works the scan; the others' first looks all see room for themselves.

@@ -54,10 +54,37 @@ class WaitHintsTest {
 
   @Test
   void theSoonerOfTwoEpochsWaitsWinsAndAnEpochWithoutOneAddsNothing() {
-    assertEquals(Optional.of(300L), WaitHints.sooner(Optional.of(300L), Optional.of(900L)));
-    assertEquals(Optional.of(300L), WaitHints.sooner(Optional.of(900L), Optional.of(300L)));
-    assertEquals(Optional.of(900L), WaitHints.sooner(Optional.empty(), Optional.of(900L)));
-    assertEquals(Optional.of(900L), WaitHints.sooner(Optional.of(900L), Optional.empty()));
+    Optional<WaitHints.Hint> soon = Optional.of(WaitHints.Hint.at(300));
+    Optional<WaitHints.Hint> late = Optional.of(WaitHints.Hint.at(900));
+    assertEquals(soon, WaitHints.sooner(soon, late));
+    assertEquals(soon, WaitHints.sooner(late, soon));
+    assertEquals(late, WaitHints.sooner(Optional.empty(), late));
+    assertEquals(late, WaitHints.sooner(late, Optional.empty()));
     assertEquals(Optional.empty(), WaitHints.sooner(Optional.empty(), Optional.empty()));
+  }
+
+  @Test
+  void aHintIsAnnouncedOnlyWhenBothAre() {
+    WaitHints.Hint announced = WaitHints.Hint.announcedBy(30_000);
+    WaitHints.Hint polled = WaitHints.Hint.at(5_000);
+    assertEquals(
+        Optional.of(new WaitHints.Hint(5_000, false)),
+        WaitHints.sooner(Optional.of(announced), Optional.of(polled)));
+    // The announced one is sooner, yet the other epoch's change would come unannounced.
+    assertEquals(
+        Optional.of(new WaitHints.Hint(2_000, false)),
+        WaitHints.sooner(
+            Optional.of(WaitHints.Hint.announcedBy(2_000)), Optional.of(WaitHints.Hint.at(9_000))));
+    assertEquals(
+        Optional.of(WaitHints.Hint.announcedBy(20_000)),
+        WaitHints.sooner(Optional.of(announced), Optional.of(WaitHints.Hint.announcedBy(20_000))));
+  }
+
+  @Test
+  void aHeldClaimNapsUntilAnAnnouncedChangeElseUntilItsRetryHint() {
+    assertEquals(30_000, WaitHints.nap(WaitHints.Hint.announcedBy(30_000), 700));
+    assertEquals(700, WaitHints.nap(WaitHints.Hint.at(30_000), 700));
+    // Never sooner than the retry hint, which is never below the minimum wait.
+    assertEquals(250, WaitHints.nap(WaitHints.Hint.announcedBy(10), 250));
   }
 }
