@@ -183,8 +183,8 @@ class RecoveryBenchmarkIT {
         "| scenario | wall time | last jobs in | jobs added | jobs per active run | jobs per run needing one"
             + " | distinct runs | needing runs missed | jobs for runs not needing one"
             + " | runs rows read per active run | coordinator CPU | coordinator RSS"
-            + " | × floor | × engine |");
-    out.add("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+            + " | × floor | × engine | CPU probe just before |");
+    out.add("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (Map.Entry<String, Result> e : results.entrySet()) {
       Result r = e.getValue();
       String key = e.getKey();
@@ -194,7 +194,8 @@ class RecoveryBenchmarkIT {
               : null;
       out.add(
           String.format(
-              "| %s | %s | %s | %,d | %.2f | %.2f | %,d | %,d | %,d | %.2f | %s | %s | %.1f | %s |",
+              "| %s | %s | %s | %,d | %.2f | %.2f | %,d | %,d | %,d | %.2f | %s | %s | %.2f | %s | %s"
+                  + " |",
               key,
               r.wall(),
               r.enqueuedMillis < 0 ? "–" : String.format("%.2f s", r.enqueuedMillis / 1000.0),
@@ -211,8 +212,8 @@ class RecoveryBenchmarkIT {
               engine == null
                   ? "–"
                   : String.format(
-                      engine.capped ? "≤ %.3f" : "%.3f",
-                      r.wallMillis / (double) engine.wallMillis)));
+                      engine.capped ? "≤ %.3f" : "%.3f", r.wallMillis / (double) engine.wallMillis),
+              r.probeMillis < 0 ? "–" : r.probeMillis + " ms"));
     }
     out.add("");
     out.add("Runs re-driven by seeded state (distinct runs given a job / seeded):");
@@ -302,6 +303,7 @@ class RecoveryBenchmarkIT {
     long replicasCpuMillis = -1; // the replica processes, from "go" to their result
     long rssMiB = -1;
     long autovacuums = -1; // autovacuum's vacuums and analyzes that finished during the scenario
+    long probeMillis = -1; // the machine's speed just before ({@link #probe})
     Map<String, long[]> byState;
     Map<String, Double> serviceMetrics = Map.of(); // what the coordinators counted meanwhile
 
@@ -313,6 +315,7 @@ class RecoveryBenchmarkIT {
   /** The lower bound: one statement enqueues exactly the runs without a live wake-up job. */
   private Result floor() throws Exception {
     Result r = new Result();
+    r.probeMillis = probe();
     long t0 = System.nanoTime();
     db.execute(
         "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY("
@@ -456,6 +459,7 @@ class RecoveryBenchmarkIT {
       for (NodeReplica replica : replicas) {
         replica.await("ready", Duration.ofMinutes(2));
       }
+      r.probeMillis = probe();
       long cpuBefore = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum();
       long postgresBefore = Cpu.postgres();
       long autovacuumsBefore = autovacuums();
@@ -549,6 +553,23 @@ class RecoveryBenchmarkIT {
     if (settleBetween) {
       db.execute("VACUUM ANALYZE", "CHECKPOINT");
     }
+  }
+
+  /**
+   * How fast the machine is right now: the median of three runs of a fixed CPU-bound statement, in
+   * ms. Taken before the floor and before each scenario: the same code on this shared machine has
+   * run a scenario 1.6 times slower some minutes later, with every request and every party's CPU
+   * slower alike, so a ratio to a floor measured earlier can carry that drift.
+   */
+  private long probe() {
+    long[] ms = new long[3];
+    for (int i = 0; i < ms.length; i++) {
+      long t0 = System.nanoTime();
+      db.column("SELECT sum(g)::text FROM generate_series(1, 3000000) g");
+      ms[i] = (System.nanoTime() - t0) / 1_000_000;
+    }
+    Arrays.sort(ms);
+    return ms[1];
   }
 
   /** Vacuums and analyzes autovacuum has finished so far, on every table of the database. */
