@@ -406,6 +406,21 @@ class RecoveryBenchmarkIT {
             .mapToLong(e -> e.path("t").asLong() - closedAt)
             .sorted()
             .toArray();
+    if (serviceCount > 1) {
+      // When each replica knew, by the service replica it claims from (replica i uses i % count).
+      for (int s = 0; s < serviceCount; s++) {
+        List<Long> byService = new ArrayList<>();
+        for (int i = s; i < replicas.size(); i += serviceCount) {
+          replicas
+              .get(i)
+              .events("done")
+              .forEach(e -> byService.add(e.path("t").asLong() - closedAt));
+        }
+        java.util.Collections.sort(byService);
+        System.out.printf(
+            "rollcall N=%d: replicas of service replica %d knew after %s ms%n", n, s, byService);
+      }
+    }
     System.out.printf(
         "rollcall N=%d, %d replicas%s: the last replica learnt the pass was done %d ms after it"
             + " closed (the first %d ms, the median %d ms%s; load average %s)%n",
