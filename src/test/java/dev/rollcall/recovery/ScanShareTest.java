@@ -77,10 +77,9 @@ class ScanShareTest extends ApiTestBase {
 
   @Test
   void aClaimThatFindsTheScanFullAnswersWithoutTheEpochsLock() throws Exception {
-    List<Instance> scanners = instances(limit);
-    List<Batch> batches = eachTakesAPage(scanners);
-    Instance late = api.register(SourceTables.SMALL, deploy, "late");
-    try (Connection held = Db.holdingEpochLock(batches.get(0).epochId())) {
+    FullScan full = fullScan();
+    Instance late = full.late();
+    try (Connection held = Db.holdingEpochLock(full.batches().get(0).epochId())) {
       // Had the claim queued for the lock to learn the scan is full, it would not answer now.
       Api.Reply reply =
           CompletableFuture.supplyAsync(() -> api.claim(late, PAGE)).get(10, TimeUnit.SECONDS);
@@ -143,9 +142,10 @@ class ScanShareTest extends ApiTestBase {
 
   @Test
   void aHeldClaimIsWokenWhenAShareFrees() throws Exception {
-    List<Instance> scanners = instances(limit);
-    List<Batch> batches = eachTakesAPage(scanners);
-    Instance late = api.register(SourceTables.SMALL, deploy, "late");
+    FullScan full = fullScan();
+    List<Instance> scanners = full.scanners();
+    List<Batch> batches = full.batches();
+    Instance late = full.late();
     int before = wakeups.waiting(SourceTables.SMALL);
     CompletableFuture<Api.Reply> held =
         CompletableFuture.supplyAsync(() -> api.claimHeld(late, PAGE, 20_000, false));
@@ -166,29 +166,28 @@ class ScanShareTest extends ApiTestBase {
    */
   @Test
   void aHeldClaimThatFindsTheScanFullLooksAgainOnlyWhenAShareCouldFree() throws Exception {
-    List<Instance> scanners = instances(limit);
-    List<Batch> batches = eachTakesAPage(scanners);
-    Instance late = api.register(SourceTables.SMALL, deploy, "late");
+    FullScan full = fullScan();
+    Instance late = full.late();
 
-    double full = scanFull();
+    double looks = scanFull();
     Api.Reply quiet = api.claimHeld(late, PAGE, 3_000, false).expect(200);
     assertEquals("wait", quiet.text("status"), "nothing freed a share: " + quiet);
     assertEquals(
-        full + 2, scanFull(), "in a 3 s hold with nothing changing: its first look and its last");
+        looks + 2, scanFull(), "in a 3 s hold with nothing changing: its first look and its last");
 
     // Every scanner stalls: their leases run out in 1.5 s, which no notice announces. The held
     // claim looks again then, and is let the first expired batch.
     Db.update(
         "UPDATE rollcall.batches SET lease_expires_at = now() + interval '1500 milliseconds'"
             + " WHERE epoch_id = ? AND state IN ('scanning', 'leased')",
-        batches.get(0).epochId());
-    full = scanFull();
+        full.batches().get(0).epochId());
+    looks = scanFull();
     long started = System.nanoTime();
     Api.Reply expired = api.claimHeld(late, PAGE, 20_000, false).expect(200);
     long tookMs = (System.nanoTime() - started) / 1_000_000;
     assertEquals("batch", expired.text("status"), "an expired scanner's batch: " + expired);
     assertTrue(tookMs >= 1_000 && tookMs < 10_000, "answered when the leases ran out: " + tookMs);
-    assertTrue(scanFull() - full <= 2, "looked when the leases could run out, not every second");
+    assertTrue(scanFull() - looks <= 2, "looked when the leases could run out, not every second");
   }
 
   @Test
@@ -219,6 +218,15 @@ class ScanShareTest extends ApiTestBase {
     assertEquals(limit - 1, got, "the claims that fit beside the first scanner cut a page");
     assertEquals(1, waited, "the one that did not fit waits");
     assertEquals(limit, distinctHolders(batch.epochId()));
+  }
+
+  /** A scan that {@code limit} instances work, and one more instance of the deploy. */
+  private record FullScan(List<Instance> scanners, List<Batch> batches, Instance late) {}
+
+  private FullScan fullScan() {
+    List<Instance> scanners = instances(limit);
+    List<Batch> batches = eachTakesAPage(scanners);
+    return new FullScan(scanners, batches, api.register(SourceTables.SMALL, deploy, "late"));
   }
 
   /** Each instance claims a page of the deploy's pass: the scan is then full. */
