@@ -13,6 +13,7 @@ import io.vertx.sqlclient.ClosedConnectionException;
 import jakarta.ws.rs.WebApplicationException;
 import jakarta.ws.rs.core.Response;
 import java.net.ConnectException;
+import java.net.SocketException;
 import java.util.Map;
 import java.util.UUID;
 import java.util.stream.Collectors;
@@ -142,6 +143,12 @@ public class ProblemMapper {
   static boolean databaseUnreachable(Throwable e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof ConnectException || t instanceof ClosedConnectionException) {
+        return true;
+      }
+      // The database's connection dropped under a request: a backend terminated
+      // (pg_terminate_backend, a restart) often reaches the pool as a reset socket rather than as
+      // the server's 57P01. The database is this service's only network peer on a request's path.
+      if (t instanceof SocketException) {
         return true;
       }
       // The server itself says it cannot serve: a connection exception (class 08), or it is

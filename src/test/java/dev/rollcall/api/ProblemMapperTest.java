@@ -11,6 +11,7 @@ import io.vertx.sqlclient.ClosedConnectionException;
 import jakarta.ws.rs.core.Response;
 import java.io.IOException;
 import java.net.ConnectException;
+import java.net.SocketException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashSet;
@@ -46,6 +47,10 @@ class ProblemMapperTest {
         ProblemMapper.databaseUnreachable(pg("57P03", "the database system is starting up")));
     assertTrue(
         ProblemMapper.databaseUnreachable(new RuntimeException(pg("08006", "connection failure"))));
+    // A terminated backend, as the pool often sees it.
+    assertTrue(
+        ProblemMapper.databaseUnreachable(
+            new CompletionException(new SocketException("Connection reset"))));
   }
 
   @Test
