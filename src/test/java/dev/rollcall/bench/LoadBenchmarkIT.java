@@ -76,6 +76,11 @@ class LoadBenchmarkIT {
     AtomicLong leasesLost = new AtomicLong();
     AtomicLong peakRss = new AtomicLong();
     Map<Integer, Integer> slowBySecond = new ConcurrentHashMap<>();
+    // Counted claims over 100 ms, by what they were: the first claim of a claimer's instance
+    // (it joins, or opens, its deploy's boot epoch) or a later one, and by the answer; and by the
+    // second of the 5 s deploy slot they were due in (every 5 s each claimer joins a new deploy).
+    Map<String, Integer> slowClaims = new ConcurrentHashMap<>();
+    Map<Integer, Integer> slowClaimsBySlotSecond = new ConcurrentHashMap<>();
     // Until registration is done the measured window has not started: beats are sent, not counted.
     AtomicLongArray window = new AtomicLongArray(new long[] {Long.MAX_VALUE, Long.MAX_VALUE});
     // Heartbeats are sent asynchronously at the moment they are due, whatever earlier ones are
@@ -189,6 +194,7 @@ class LoadBenchmarkIT {
               String deploy = "load-" + (me % 8) + "-" + System.nanoTime() / 5_000_000_000L;
               Instance i = api.register(SourceTables.LARGE, deploy, "claimer-" + me);
               long beaten = System.nanoTime();
+              boolean first = true;
               while (next < window.get(1)) {
                 // Back to back, a claim is due once the last one was answered (and any wait it
                 // was told to make is over).
@@ -221,6 +227,15 @@ class LoadBenchmarkIT {
                   claimFromSentMs.add((answered - sent) / 1_000_000);
                 }
                 next = due + claimPeriodNanos;
+                if (counted && answered - due > 100_000_000L) {
+                  String what =
+                      (first ? "first " : "later ")
+                          + (r.status() == 200 ? r.text("status") : String.valueOf(r.status()));
+                  slowClaims.merge(what, 1, Integer::sum);
+                  slowClaimsBySlotSecond.merge(
+                      (int) ((due % 5_000_000_000L) / 1_000_000_000L), 1, Integer::sum);
+                }
+                first = false;
                 if (r.status() != 200) {
                   error(errorsByKind, "claim " + r.status());
                   break;
@@ -299,6 +314,8 @@ class LoadBenchmarkIT {
             + " %.0f heartbeat transactions, %.1f heartbeats each%n"
             + "  CPU         service %.2f, PostgreSQL %.2f, this driver %.2f cores over %.0f s%n"
             + "  heartbeats over 250 ms, by second of the window they were due in: %s%n"
+            + "  claims over 100 ms, by the claimer's claim of its deploy and the answer: %s;"
+            + " by second of the 5 s deploy slot they were due in: %s%n"
             + "  service RSS %d MiB at most%n"
             + "  load average %s%n%n",
         instanceCount,
@@ -343,6 +360,8 @@ class LoadBenchmarkIT {
         (Cpu.self() - cpuAtStart[2]) / 1000.0 / elapsed,
         elapsed,
         new java.util.TreeMap<>(slowBySecond),
+        new java.util.TreeMap<>(slowClaims),
+        new java.util.TreeMap<>(slowClaimsBySlotSecond),
         rss,
         loadAverage());
   }
