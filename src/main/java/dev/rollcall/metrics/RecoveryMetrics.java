@@ -93,6 +93,20 @@ public class RecoveryMetrics {
         .increment();
   }
 
+  /**
+   * A held claim, woken with the rest of its deploy's waiting claims by a close, took the "done" of
+   * another claim's look instead of looking itself.
+   */
+  public void lookShared(String namespace) {
+    Counter.builder("rollcall.claims.looks.shared")
+        .description(
+            "Held claims woken by a close that answered with another claim's look of the same"
+                + " deploy instead of reading the database themselves")
+        .tag("namespace", namespace)
+        .register(registry)
+        .increment();
+  }
+
   /** A sweep claim cut short by the sweep's rate bound. */
   public void scanFull(String namespace) {
     Counter.builder("rollcall.claims.scan.full")

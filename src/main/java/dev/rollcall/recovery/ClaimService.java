@@ -21,6 +21,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.stream.Collectors;
 import org.jboss.logging.Logger;
@@ -65,6 +66,10 @@ public class ClaimService {
   private final Wakeups wakeups;
   private final Lanes lanes = new Lanes();
   private final ClosedEpochs closedEpochs = new ClosedEpochs();
+
+  /** The latest look under way of each deploy ({@link #look}), by namespace and deploy. */
+  private final ConcurrentHashMap<String, LookUnderWay> looks = new ConcurrentHashMap<>();
+
   private final Gate gate;
   private final PassEvidence evidence;
 
@@ -207,7 +212,7 @@ public class ClaimService {
       // The caller hung up while the claim napped: no one is left to answer.
       return Uni.createFrom().failure(new CancellationException("the claim's caller hung up"));
     }
-    return decide(caller, maxRuns)
+    return look(caller, maxRuns, place.wokenTogether())
         .chain(
             result -> {
               boolean waits =
@@ -229,6 +234,44 @@ public class ClaimService {
                   .invoke(place::napped)
                   .chain(() -> held(caller, place, maxRuns, deadline, idle));
             });
+  }
+
+  /** A claim's look that began at {@code started} (monotonic clock), its answer shared. */
+  private record LookUnderWay(long started, Uni<ClaimResult> answer) {}
+
+  /**
+   * One look of a held claim. A notice that an epoch closed wakes every waiting claim of the deploy
+   * at once, and each would read the same thing from the database: the deploy's pass is over. So a
+   * woken claim ({@code wokenTogether}, 0 if it was not) takes the answer of a look of its deploy
+   * that began after it was woken, when that answer is {@code done}, and looks for itself when it
+   * is anything else. {@code done} does not depend on the instance that asked (it carries no batch
+   * and no hint: no epoch of the deploy's namespace had anything for the deploy), and the look it
+   * shares read the database after the notice, as the claim's own look would have. It also reads no
+   * liveness: an instance fenced meanwhile is told "done" (no lease, no work) and learns that it
+   * was fenced at its next heartbeat. At the end of a pass, a service replica's woken claims cost
+   * one look instead of one each.
+   */
+  private Uni<ClaimResult> look(Caller caller, int maxRuns, long wokenTogether) {
+    String deploy = caller.namespace() + '\n' + caller.deploymentId();
+    LookUnderWay under = looks.get(deploy);
+    if (wokenTogether != 0 && under != null && under.started() - wokenTogether >= 0) {
+      return under
+          .answer()
+          .onFailure()
+          .recoverWithNull()
+          .chain(
+              answer -> {
+                if (answer instanceof ClaimResult.Done) {
+                  metrics.lookShared(caller.namespace());
+                  return Uni.createFrom().item(answer);
+                }
+                return decide(caller, maxRuns);
+              });
+    }
+    LookUnderWay mine =
+        new LookUnderWay(System.nanoTime(), decide(caller, maxRuns).memoize().indefinitely());
+    looks.put(deploy, mine);
+    return mine.answer().onTermination().invoke(() -> looks.remove(deploy, mine));
   }
 
   private Uni<ClaimResult> decide(Caller caller, int maxRuns) {

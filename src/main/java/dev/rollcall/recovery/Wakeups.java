@@ -31,8 +31,10 @@ import org.jboss.logging.Logger;
  * batch, which only that deploy's instances serve; of any deploy for a takeover's or a sweep's. A
  * claim that was woken and got a batch wakes the next one, since more may be left; one that was
  * woken and then failed or lost its caller passes the wake on ({@link Hold}). A "closed" notice of
- * a boot epoch wakes every waiting claim of that deploy ({@link #wakeFor}). Whatever the
- * notification says, a woken claim decides from the database alone, as any claim does.
+ * a boot epoch wakes every waiting claim of that deploy ({@link #wakeFor}), all stamped with the
+ * same moment, so that those of one deploy can share one look that began after it ({@link
+ * ClaimService}). Whatever the notification says, a woken claim decides from the database alone, as
+ * any claim does: by its own look, or by a look of its deploy that began after it was woken.
  *
  * <p>The listening connection is taken from the pool and kept. When it is lost, every waiting claim
  * is woken (a notice may have been missed) and the listener reconnects.
@@ -71,6 +73,12 @@ public class Wakeups {
     /** Set once, under the lock of {@link Wakeups}: forgetting twice must not pass a wake twice. */
     private boolean forgotten;
 
+    /**
+     * When a notice that woke every waiting claim of the deploy (an epoch closed) woke it, by the
+     * service's monotonic clock; 0 otherwise. Set before any of those claims is woken.
+     */
+    private volatile long wokenTogether;
+
     private Waiter(String namespace, String deploymentId) {
       this.namespace = namespace;
       this.deploymentId = deploymentId;
@@ -92,6 +100,11 @@ public class Wakeups {
     /** True when a notice woke it. */
     public boolean wasWoken() {
       return woken.getNow(false);
+    }
+
+    /** When a notice woke it with every waiting claim of its deploy; 0 when none did. */
+    long wokenTogether() {
+      return wokenTogether;
     }
   }
 
@@ -178,6 +191,9 @@ public class Wakeups {
     /** The look under way follows a nap that a notice ended. */
     private boolean woken;
 
+    /** The look under way follows a nap that a deploy-wide notice ended, then; else 0. */
+    private long wokenTogether;
+
     private boolean ended;
 
     private Hold(String namespace, String deploymentId) {
@@ -206,11 +222,20 @@ public class Wakeups {
         w = waiter;
         waiter = null;
         woken = byNotice;
+        wokenTogether = byNotice && w != null ? w.wokenTogether() : 0;
       }
       if (w != null) {
         // A notice that came just after the nap's timeout is passed on, not lost.
         forget(w, byNotice);
       }
+    }
+
+    /**
+     * When a notice that woke every waiting claim of the deploy ended the nap before the look under
+     * way, by the service's monotonic clock; 0 when the look follows no such notice.
+     */
+    public synchronized long wokenTogether() {
+      return wokenTogether;
     }
 
     /**
@@ -320,6 +345,9 @@ public class Wakeups {
    */
   private void wakeDeploy(String namespace, String deploymentId) {
     List<Waiter> woken = new ArrayList<>();
+    // One moment for all of them, stamped before the first is woken (a woken claim may look at
+    // once, on this thread): a look that any of them starts begins after every one's stamp.
+    long now = System.nanoTime();
     synchronized (this) {
       for (Iterator<Map.Entry<String, ArrayDeque<Waiter>>> it = waiting.entrySet().iterator();
           it.hasNext(); ) {
@@ -332,6 +360,7 @@ public class Wakeups {
                 w -> {
                   boolean wake = deploymentId == null || deploymentId.equals(w.deploymentId);
                   if (wake) {
+                    w.wokenTogether = now;
                     woken.add(w);
                   }
                   return wake;
