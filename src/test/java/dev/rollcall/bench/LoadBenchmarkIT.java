@@ -80,6 +80,9 @@ class LoadBenchmarkIT {
     // (it joins, or opens, its deploy's boot epoch) or a later one, and by the answer; and by the
     // second of the 5 s deploy slot they were due in (every 5 s each claimer joins a new deploy).
     Map<String, Integer> slowClaims = new ConcurrentHashMap<>();
+    // Counted claims apart by that first-or-later split, all of them.
+    ConcurrentLinkedQueue<Long> firstClaimMs = new ConcurrentLinkedQueue<>();
+    ConcurrentLinkedQueue<Long> laterClaimMs = new ConcurrentLinkedQueue<>();
     Map<Integer, Integer> slowClaimsBySlotSecond = new ConcurrentHashMap<>();
     // Until registration is done the measured window has not started: beats are sent, not counted.
     AtomicLongArray window = new AtomicLongArray(new long[] {Long.MAX_VALUE, Long.MAX_VALUE});
@@ -227,6 +230,9 @@ class LoadBenchmarkIT {
                   claimFromSentMs.add((answered - sent) / 1_000_000);
                 }
                 next = due + claimPeriodNanos;
+                if (counted) {
+                  (first ? firstClaimMs : laterClaimMs).add((answered - due) / 1_000_000);
+                }
                 if (counted && answered - due > 100_000_000L) {
                   String what =
                       (first ? "first " : "later ")
@@ -314,6 +320,8 @@ class LoadBenchmarkIT {
             + " %.0f heartbeat transactions, %.1f heartbeats each%n"
             + "  CPU         service %.2f, PostgreSQL %.2f, this driver %.2f cores over %.0f s%n"
             + "  heartbeats over 250 ms, by second of the window they were due in: %s%n"
+            + "  claims       first of their instance (joining or opening a deploy's pass) %d,"
+            + " p50 %d ms, p99 %d ms; later %d, p50 %d ms, p99 %d ms%n"
             + "  claims over 100 ms, by the claimer's claim of its deploy and the answer: %s;"
             + " by second of the 5 s deploy slot they were due in: %s%n"
             + "  service RSS %d MiB at most%n"
@@ -360,6 +368,12 @@ class LoadBenchmarkIT {
         (Cpu.self() - cpuAtStart[2]) / 1000.0 / elapsed,
         elapsed,
         new java.util.TreeMap<>(slowBySecond),
+        firstClaimMs.size(),
+        percentile(firstClaimMs, 0.50),
+        percentile(firstClaimMs, 0.99),
+        laterClaimMs.size(),
+        percentile(laterClaimMs, 0.50),
+        percentile(laterClaimMs, 0.99),
         new java.util.TreeMap<>(slowClaims),
         new java.util.TreeMap<>(slowClaimsBySlotSecond),
         rss,
