@@ -12,6 +12,7 @@ import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
 import java.util.Optional;
@@ -95,7 +96,46 @@ public class Reaper {
     if (every == 0 || passes++ % every != 0) {
       return Uni.createFrom().voidItem();
     }
-    return releaseOrphans().replaceWithVoid();
+    return releaseOrphansInTurn().replaceWithVoid();
+  }
+
+  /**
+   * The orphan release, if it is this service replica's turn: one replica reads the queue per
+   * interval, not every replica. The turn is the {@code orphaned-locks} housekeeping row's lease,
+   * won by the guarded update below. Empty when another replica holds the turn.
+   */
+  public Uni<Optional<Integer>> releaseOrphansInTurn() {
+    long reaperMs = config.reaperIntervalOrDefault().toMillis();
+    long turnMs = orphanTurnMs(Math.max(1, orphanEvery()) * reaperMs, reaperMs);
+    return pool.preparedQuery(
+            // Races: replicas whose schedules fire together both run this; the second waits for
+            // the first's row lock, then re-reads the row it committed, whose lease now runs
+            // past its own now(): it updates nothing. One clock: the lease is the database's.
+            "UPDATE rollcall.housekeeping SET last_pass = now(),"
+                + " lease_until = now() + $1::bigint * interval '1 millisecond'"
+                + " WHERE job = 'orphaned-locks' AND lease_until <= now() RETURNING job")
+        .execute(Tuple.of(turnMs))
+        .chain(
+            won -> {
+              boolean mine = won.size() > 0;
+              meters
+                  .counter(
+                      "rollcall.queue.orphan.looks", "turn", mine ? "taken" : "another-replica")
+                  .increment();
+              return mine
+                  ? releaseOrphans().map(Optional::of)
+                  : Uni.createFrom().item(Optional.<Integer>empty());
+            });
+  }
+
+  /**
+   * How long a replica's turn to look for orphaned locks lasts, for looks every {@code intervalMs}
+   * on a schedule that ticks every {@code tickMs}: half a tick short of the interval, so that the
+   * replica that looked last wins its next turn despite its schedule's jitter, and the others take
+   * over within one interval and a tick once it stops looking.
+   */
+  static long orphanTurnMs(long intervalMs, long tickMs) {
+    return Math.max(1, intervalMs - tickMs / 2);
   }
 
   /**
@@ -118,7 +158,8 @@ public class Reaper {
   /**
    * Releases the orphaned queue locks of every namespace with a queue, each namespace in its own
    * transaction; returns how many were released. Any number of service replicas may run it at once:
-   * each lock is released (and recorded) by exactly one.
+   * each lock is released (and recorded) by exactly one. The schedule calls it only in its turn
+   * ({@link #releaseOrphansInTurn}); tests call it directly.
    */
   public Uni<Integer> releaseOrphans() {
     return Multi.createFrom()

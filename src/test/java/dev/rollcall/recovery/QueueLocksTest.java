@@ -18,6 +18,7 @@ import java.sql.Connection;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -358,4 +359,48 @@ class QueueLocksTest extends ApiTestBase {
             "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'lock-released'",
             name("wrun_race")));
   }
+
+  /**
+   * The schedule's look for orphaned locks reads every locked job of each namespace: service
+   * replicas take turns, and one of them looks per interval. Replicas whose schedules fire at once
+   * look once between them; the one that looked looks again once its turn is over.
+   */
+  @Test
+  void serviceReplicasLookForOrphanedLocksInTurn() {
+    Db.update("UPDATE rollcall.housekeeping SET lease_until = '-infinity' WHERE job = ?", TURN);
+    long orphan = job(FLOWS, name("msg_t"), name("msg_t"), name("wrun_t"), name("wgone"), HOUR_MS);
+
+    List<Optional<Integer>> looks =
+        Uni.join()
+            .all(
+                reaper.releaseOrphansInTurn(),
+                reaper.releaseOrphansInTurn(),
+                reaper.releaseOrphansInTurn(),
+                reaper.releaseOrphansInTurn())
+            .andFailFast()
+            .await()
+            .indefinitely();
+
+    assertEquals(1, looks.stream().filter(Optional::isPresent).count(), looks.toString());
+    assertEquals("-", lockOf(orphan));
+    assertTrue(
+        Db.number(
+                "SELECT count(*) FROM rollcall.housekeeping WHERE job = ?"
+                    + " AND lease_until > now() AND last_pass <= now()",
+                TURN)
+            == 1,
+        "the turn is leased past now");
+    assertTrue(reaper.releaseOrphansInTurn().await().indefinitely().isEmpty(), "within the turn");
+
+    // The turn is over (by the database's clock): the next look reads the queue again.
+    long next = job(FLOWS, name("msg_u"), name("msg_u"), name("wrun_u"), name("wgone"), HOUR_MS);
+    Db.update(
+        "UPDATE rollcall.housekeeping SET lease_until = now() - interval '1 millisecond'"
+            + " WHERE job = ?",
+        TURN);
+    assertTrue(reaper.releaseOrphansInTurn().await().indefinitely().isPresent());
+    assertEquals("-", lockOf(next));
+  }
+
+  static final String TURN = "orphaned-locks";
 }

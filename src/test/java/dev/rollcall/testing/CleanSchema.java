@@ -22,7 +22,7 @@ public class CleanSchema implements QuarkusTestBeforeEachCallback {
           + "   FROM pg_tables WHERE schemaname = 'rollcall'"
           + "   AND tablename <> 'flyway_schema_history';"
           + " EXECUTE 'TRUNCATE ' || tables;"
-          + " INSERT INTO rollcall.housekeeping (job) VALUES ('retention');"
+          + " INSERT INTO rollcall.housekeeping (job) VALUES ('retention'), ('orphaned-locks');"
           + " END $$";
 
   @Override

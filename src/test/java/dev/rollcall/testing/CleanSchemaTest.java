@@ -15,7 +15,7 @@ class CleanSchemaTest extends ApiTestBase {
 
   private void startsEmptyAndLeavesRowsBehind(String deploy) {
     assertEquals(
-        List.of("0", "0", "0", "1"),
+        List.of("0", "0", "0", "2"),
         Db.column(
             "SELECT count(*) FROM rollcall.instances UNION ALL"
                 + " SELECT count(*) FROM rollcall.epochs UNION ALL"
