@@ -12,7 +12,6 @@ import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
-import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
 import java.util.Optional;
@@ -102,22 +101,14 @@ public class Reaper {
   /**
    * The orphan release, if it is this service replica's turn: one replica reads the queue per
    * interval, not every replica. The turn is the {@code orphaned-locks} housekeeping row's lease,
-   * won by the guarded update below. Empty when another replica holds the turn.
+   * won as {@link Housekeeping#takeTurn} says. Empty when another replica holds the turn.
    */
   public Uni<Optional<Integer>> releaseOrphansInTurn() {
     long reaperMs = config.reaperIntervalOrDefault().toMillis();
     long turnMs = orphanTurnMs(Math.max(1, orphanEvery()) * reaperMs, reaperMs);
-    return pool.preparedQuery(
-            // Races: replicas whose schedules fire together both run this; the second waits for
-            // the first's row lock, then re-reads the row it committed, whose lease now runs
-            // past its own now(): it updates nothing. One clock: the lease is the database's.
-            "UPDATE rollcall.housekeeping SET last_pass = now(),"
-                + " lease_until = now() + $1::bigint * interval '1 millisecond'"
-                + " WHERE job = 'orphaned-locks' AND lease_until <= now() RETURNING job")
-        .execute(Tuple.of(turnMs))
+    return Housekeeping.takeTurn(pool, "orphaned-locks", turnMs)
         .chain(
-            won -> {
-              boolean mine = won.size() > 0;
+            mine -> {
               meters
                   .counter(
                       "rollcall.queue.orphan.looks", "turn", mine ? "taken" : "another-replica")

@@ -66,13 +66,10 @@ public class Retention {
   /** One pass, if this replica wins the lease. Tests call it directly. */
   public Uni<Pass> runOnce() {
     long leaseMs = config.retention().maxPassTime().toMillis() + 60_000;
-    return pool.preparedQuery(
-            "UPDATE rollcall.housekeeping SET lease_until = now() + $1::bigint * interval"
-                + " '1 millisecond' WHERE job = 'retention' AND lease_until <= now() RETURNING job")
-        .execute(Tuple.of(leaseMs))
+    return Housekeeping.takeTurn(pool, "retention", leaseMs)
         .chain(
             won -> {
-              if (won.size() == 0) {
+              if (!won) {
                 return Uni.createFrom().item(new Pass(false, Map.of(), false));
               }
               Timer.Sample sample = Timer.start(meters);

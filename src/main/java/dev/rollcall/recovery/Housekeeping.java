@@ -1,0 +1,29 @@
+package dev.rollcall.recovery;
+
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import io.vertx.mutiny.sqlclient.Tuple;
+
+/**
+ * Single flight across service replicas for periodic jobs (retention, the orphaned-lock look): a
+ * replica runs the job only after winning its {@code rollcall.housekeeping} row's lease.
+ */
+final class Housekeeping {
+
+  private Housekeeping() {}
+
+  /**
+   * Takes the job's turn for {@code leaseMs} if no replica holds it; true when this call won it.
+   * Races: replicas that try at once all run this update; the others wait for the winner's row
+   * lock, then re-read the row it committed, whose lease now runs past their own {@code now()}:
+   * they update nothing. One clock: the lease is decided by the database's {@code now()} here.
+   */
+  static Uni<Boolean> takeTurn(SqlClient client, String job, long leaseMs) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.housekeeping SET lease_until = now() + $2::bigint * interval"
+                + " '1 millisecond' WHERE job = $1 AND lease_until <= now() RETURNING job")
+        .execute(Tuple.of(job, leaseMs))
+        .map(won -> won.size() > 0);
+  }
+}
