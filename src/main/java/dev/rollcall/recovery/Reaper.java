@@ -95,7 +95,14 @@ public class Reaper {
     if (every == 0 || passes++ % every != 0) {
       return Uni.createFrom().voidItem();
     }
-    return releaseOrphansInTurn().replaceWithVoid();
+    // A turn that cannot be taken (the database is unreachable, say) is logged like a failed
+    // look, and the next interval tries again.
+    return releaseOrphansInTurn()
+        .onFailure()
+        .invoke(e -> LOG.warnf("could not take the turn to release orphaned queue locks: %s", e))
+        .onFailure()
+        .recoverWithNull()
+        .replaceWithVoid();
   }
 
   /**
