@@ -102,13 +102,8 @@ class CompleteLockOrderTest extends ApiTestBase {
 
     // Another complete of the pass is checking whether the pass is over (its share lock of the
     // epoch's row): this one checks beside it, finds the other batch outstanding, and answers.
-    try (Connection checking = Db.database().connect()) {
-      checking.setAutoCommit(false);
-      try (PreparedStatement st =
-          checking.prepareStatement("SELECT 1 FROM rollcall.epochs WHERE id = ? FOR SHARE")) {
-        st.setLong(1, first.epochId());
-        st.executeQuery().close();
-      }
+    try (Connection checking =
+        Db.holding("SELECT 1 FROM rollcall.epochs WHERE id = ? FOR SHARE", first.epochId())) {
       CompletableFuture.supplyAsync(() -> api.complete(a, first, List.of()))
           .get(10, TimeUnit.SECONDS)
           .expect(200);

@@ -16,7 +16,6 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import jakarta.inject.Inject;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
@@ -47,17 +46,9 @@ class SharedLookTest extends ApiTestBase {
             api.register(ns, deploy, "a"),
             api.register(ns, deploy, "b"),
             api.register(ns, deploy, "c"));
-    int before = wakeups.waiting(ns);
     double shared = shared();
 
-    List<CompletableFuture<Api.Reply>> answers =
-        peers.stream()
-            .map(p -> CompletableFuture.supplyAsync(() -> api.claimHeld(p, 10, 20_000, false)))
-            .toList();
-    Poll.until(
-        "the three claims wait for the pass's last batch",
-        Duration.ofSeconds(10),
-        () -> wakeups.waiting(ns) == before + 3);
+    List<CompletableFuture<Api.Reply>> answers = waitingForTheLastBatch(peers);
     // The last complete closes the pass; its notice wakes the three at once.
     api.complete(holder, last, List.of()).expect(200);
 
@@ -86,27 +77,14 @@ class SharedLookTest extends ApiTestBase {
     Batch last = api.claimBatch(holder, 5000);
     List<Instance> peers = List.of(api.register(ns, deploy, "a"), api.register(ns, deploy, "b"));
     Instance stuck = api.register(ns, deploy, "stuck");
-    int before = wakeups.waiting(ns);
 
-    List<CompletableFuture<Api.Reply>> answers =
-        peers.stream()
-            .map(p -> CompletableFuture.supplyAsync(() -> api.claimHeld(p, 10, 20_000, false)))
-            .toList();
-    Poll.until(
-        "the two claims wait for the pass's last batch",
-        Duration.ofSeconds(10),
-        () -> wakeups.waiting(ns) == before + 2);
+    List<CompletableFuture<Api.Reply>> answers = waitingForTheLastBatch(peers);
 
     // A look of the deploy that begins now, before the close, and cannot end: its liveness check
     // (FOR KEY SHARE on its instance's row) waits for this connection.
     CompletableFuture<Api.Reply> older;
-    try (Connection lock = Db.database().connect()) {
-      lock.setAutoCommit(false);
-      try (PreparedStatement st =
-          lock.prepareStatement("SELECT 1 FROM rollcall.instances WHERE id = ? FOR UPDATE")) {
-        st.setObject(1, stuck.id());
-        st.executeQuery().close();
-      }
+    try (Connection lock =
+        Db.holding("SELECT 1 FROM rollcall.instances WHERE id = ? FOR UPDATE", stuck.id())) {
       older = CompletableFuture.supplyAsync(() -> api.claim(stuck, 10));
       Poll.until(
           "the older look waits for its instance's row",
@@ -127,6 +105,20 @@ class SharedLookTest extends ApiTestBase {
       lock.rollback();
     }
     assertEquals("done", older.get(15, TimeUnit.SECONDS).expect(200).text("status"));
+  }
+
+  /** Held claims of the peers, once all of them wait (for the pass's last batch). */
+  private List<CompletableFuture<Api.Reply>> waitingForTheLastBatch(List<Instance> peers) {
+    int before = wakeups.waiting(ns);
+    List<CompletableFuture<Api.Reply>> answers =
+        peers.stream()
+            .map(p -> CompletableFuture.supplyAsync(() -> api.claimHeld(p, 10, 20_000, false)))
+            .toList();
+    Poll.until(
+        "the peers' claims wait for the pass's last batch",
+        Duration.ofSeconds(10),
+        () -> wakeups.waiting(ns) == before + peers.size());
+    return answers;
   }
 
   private double shared() {

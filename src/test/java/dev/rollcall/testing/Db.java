@@ -46,11 +46,19 @@ public final class Db {
    * rolls back or closes.
    */
   public static Connection holdingEpochLock(long epochId) throws SQLException {
+    return holding("SELECT 1 FROM rollcall.epochs WHERE id = ? FOR NO KEY UPDATE", epochId);
+  }
+
+  /**
+   * A connection of its own that ran {@code lockingSql} (a {@code SELECT ... FOR ...} of one row,
+   * {@code key} its parameter) in a transaction left open: it holds that lock until it rolls back
+   * or closes.
+   */
+  public static Connection holding(String lockingSql, Object key) throws SQLException {
     Connection c = bound.connect();
     c.setAutoCommit(false);
-    try (PreparedStatement st =
-        c.prepareStatement("SELECT 1 FROM rollcall.epochs WHERE id = ? FOR NO KEY UPDATE")) {
-      st.setLong(1, epochId);
+    try (PreparedStatement st = c.prepareStatement(lockingSql)) {
+      st.setObject(1, key);
       st.executeQuery().close();
     }
     return c;
