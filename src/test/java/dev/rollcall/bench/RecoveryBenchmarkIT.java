@@ -151,14 +151,30 @@ class RecoveryBenchmarkIT {
     // three.
     List<Result> floors = new ArrayList<>();
     for (int k = 0; k < 3; k++) {
-      floors.add(floor());
+      floors.add(floor(false));
     }
     System.out.printf(
-        "floor: %s s; the median counts%n",
-        floors.stream().map(f -> String.format("%.2f", f.wallMillis / 1000.0)).toList());
+        "floor: %s s; the median counts (PostgreSQL CPU %s s)%n",
+        floors.stream().map(f -> String.format("%.2f", f.wallMillis / 1000.0)).toList(),
+        floors.stream().map(f -> String.format("%.2f", f.postgresCpuMillis / 1000.0)).toList());
     floors.sort(java.util.Comparator.comparingLong(f -> f.wallMillis));
     Result floor = floors.get(1);
     results.put("floor", floor);
+    // The same statement with each job keyed by its message id, as the engine keys its own jobs
+    // and as Rollcall's client does: what the key alone costs graphile-worker's add_jobs. A
+    // reference row; ratios stay to the floor above.
+    List<Result> keyedFloors = new ArrayList<>();
+    for (int k = 0; k < 3; k++) {
+      keyedFloors.add(floor(true));
+    }
+    System.out.printf(
+        "floor, keyed: %s s; the median counts (PostgreSQL CPU %s s)%n",
+        keyedFloors.stream().map(f -> String.format("%.2f", f.wallMillis / 1000.0)).toList(),
+        keyedFloors.stream()
+            .map(f -> String.format("%.2f", f.postgresCpuMillis / 1000.0))
+            .toList());
+    keyedFloors.sort(java.util.Comparator.comparingLong(f -> f.wallMillis));
+    results.put("floor, jobs keyed as the engine keys them", keyedFloors.get(1));
     for (int n : replicaCounts) {
       if (scenarios.contains("engine")) {
         results.put("engine N=" + n, engine(n));
@@ -316,15 +332,21 @@ class RecoveryBenchmarkIT {
     }
   }
 
-  /** The lower bound: one statement enqueues exactly the runs without a live wake-up job. */
-  private Result floor() throws Exception {
+  /**
+   * The lower bound: one statement enqueues exactly the runs without a live wake-up job; {@code
+   * keyed}, each job with its message id as its key, as the engine and Rollcall's client add them.
+   */
+  private Result floor(boolean keyed) throws Exception {
     Result r = new Result();
     r.probeMillis = probe();
+    long postgresBefore = Cpu.postgres();
     long t0 = System.nanoTime();
     db.execute(
         "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY("
             + "SELECT json_populate_record(NULL::graphile_worker.job_spec, json_build_object("
-            + " 'identifier', 'workflow_flows', 'max_attempts', 3, 'payload', json_build_object("
+            + " 'identifier', 'workflow_flows', 'max_attempts', 3,"
+            + (keyed ? " 'job_key', 'msg_floor_' || r.id," : "")
+            + " 'payload', json_build_object("
             + "  'attempt', 1, 'messageId', 'msg_floor_' || r.id, 'id', r.name, 'data',"
             + "  encode(convert_to('{\"runId\":\"' || r.id || '\"}', 'UTF8'), 'base64'))))"
             + " FROM workflow.workflow_runs r WHERE r.status IN ('pending', 'running')"
@@ -336,6 +358,10 @@ class RecoveryBenchmarkIT {
             + "  AND convert_from(decode(j.payload->>'data', 'base64'), 'UTF8')::json->>'runId'"
             + "   = r.id)))");
     r.wallMillis = (System.nanoTime() - t0) / 1_000_000;
+    // The statement's backend exits with its connection: its time reaches the postmaster's
+    // reaped children's only once the postmaster has waited for it.
+    Thread.sleep(500);
+    r.postgresCpuMillis = Cpu.postgres() - postgresBefore;
     return measured(r, List.of());
   }
 
