@@ -152,34 +152,12 @@ class RecoveryBenchmarkIT {
       Thread.sleep(STATS_FLUSH.toMillis());
       rowsReadMark = settledRowsRead();
     }
-    // The floor is one statement, so one slow moment of the machine moves it much: the median of
-    // three.
-    List<Result> floors = new ArrayList<>();
-    for (int k = 0; k < 3; k++) {
-      floors.add(floor(false));
-    }
-    System.out.printf(
-        "floor: %s s; the median counts (PostgreSQL CPU %s s)%n",
-        floors.stream().map(f -> String.format("%.2f", f.wallMillis / 1000.0)).toList(),
-        floors.stream().map(f -> String.format("%.2f", f.postgresCpuMillis / 1000.0)).toList());
-    floors.sort(java.util.Comparator.comparingLong(f -> f.wallMillis));
-    Result floor = floors.get(1);
+    Result floor = medianFloor("floor", false);
     results.put("floor", floor);
     // The same statement with each job keyed by its message id, as the engine keys its own jobs
     // and as Rollcall's client does: what the key alone costs graphile-worker's add_jobs. A
     // reference row; ratios stay to the floor above.
-    List<Result> keyedFloors = new ArrayList<>();
-    for (int k = 0; k < 3; k++) {
-      keyedFloors.add(floor(true));
-    }
-    System.out.printf(
-        "floor, keyed: %s s; the median counts (PostgreSQL CPU %s s)%n",
-        keyedFloors.stream().map(f -> String.format("%.2f", f.wallMillis / 1000.0)).toList(),
-        keyedFloors.stream()
-            .map(f -> String.format("%.2f", f.postgresCpuMillis / 1000.0))
-            .toList());
-    keyedFloors.sort(java.util.Comparator.comparingLong(f -> f.wallMillis));
-    results.put("floor, jobs keyed as the engine keys them", keyedFloors.get(1));
+    results.put("floor, jobs keyed as the engine keys them", medianFloor("floor, keyed", true));
     for (int n : replicaCounts) {
       if (scenarios.contains("engine")) {
         results.put("engine N=" + n, engine(n));
@@ -335,6 +313,24 @@ class RecoveryBenchmarkIT {
     String wall() {
       return (capped ? "> " : "") + String.format("%.2f s", wallMillis / 1000.0);
     }
+  }
+
+  /**
+   * The floor is one statement, so one slow moment of the machine moves it much: the median of
+   * three, each printed.
+   */
+  private Result medianFloor(String label, boolean keyed) throws Exception {
+    List<Result> floors = new ArrayList<>();
+    for (int k = 0; k < 3; k++) {
+      floors.add(floor(keyed));
+    }
+    System.out.printf(
+        "%s: %s s; the median counts (PostgreSQL CPU %s s)%n",
+        label,
+        floors.stream().map(f -> String.format("%.2f", f.wallMillis / 1000.0)).toList(),
+        floors.stream().map(f -> String.format("%.2f", f.postgresCpuMillis / 1000.0)).toList());
+    floors.sort(java.util.Comparator.comparingLong(f -> f.wallMillis));
+    return floors.get(1);
   }
 
   /**
