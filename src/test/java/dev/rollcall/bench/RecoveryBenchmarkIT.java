@@ -316,6 +316,16 @@ class RecoveryBenchmarkIT {
   }
 
   /**
+   * PostgreSQL's CPU since {@code before}, read once the backends of connections just closed (the
+   * floor's, the replica processes') have exited: their time reaches the postmaster's reaped
+   * children's only once the postmaster has waited for them. Read at once, it missed them.
+   */
+  private static long postgresCpuSince(long before) throws InterruptedException {
+    Thread.sleep(500);
+    return Cpu.postgres() - before;
+  }
+
+  /**
    * The floor is one statement, so one slow moment of the machine moves it much: the median of
    * three, each printed.
    */
@@ -359,10 +369,7 @@ class RecoveryBenchmarkIT {
             + "  AND convert_from(decode(j.payload->>'data', 'base64'), 'UTF8')::json->>'runId'"
             + "   = r.id)))");
     r.wallMillis = (System.nanoTime() - t0) / 1_000_000;
-    // The statement's backend exits with its connection: its time reaches the postmaster's
-    // reaped children's only once the postmaster has waited for it.
-    Thread.sleep(500);
-    r.postgresCpuMillis = Cpu.postgres() - postgresBefore;
+    r.postgresCpuMillis = postgresCpuSince(postgresBefore);
     return measured(r, List.of());
   }
 
@@ -550,7 +557,7 @@ class RecoveryBenchmarkIT {
               .sum();
       if (!coordinators.isEmpty()) {
         r.cpuMillis = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum() - cpuBefore;
-        r.postgresCpuMillis = Cpu.postgres() - postgresBefore;
+        r.postgresCpuMillis = postgresCpuSince(postgresBefore);
         r.rssMiB = coordinators.stream().mapToLong(ServiceProcess::residentMiB).sum();
         Map<String, Double> delta = new java.util.TreeMap<>(serviceMetrics(coordinators));
         metricsBefore.forEach((k, v) -> delta.merge(k, -v, Double::sum));
