@@ -39,6 +39,15 @@ const nextCommand = async () => {
   const { value, done } = await commands.next();
   return done ? null : value.trim();
 };
+// Waits for the line `word` on stdin: true once it came, false if stdin closed first (the driver
+// is gone; without this check the loop would spin on the closed stream for the process's life).
+const commanded = async (word) => {
+  for (;;) {
+    const line = await nextCommand();
+    if (line === word) return true;
+    if (line === null) return false;
+  }
+};
 
 // withoutEngine: the client alone (the liveness suite restarts PostgreSQL, which the engine's
 // processes do not survive: an unhandled 'error' on its LISTEN connection ends them; the recovery
@@ -56,9 +65,7 @@ if (pool) await (await pool.connect()).release();
 
 if (config.waitForGo) {
   out('ready');
-  while ((await nextCommand()) !== 'go') {
-    // wait for the driver
-  }
+  if (!(await commanded('go'))) process.exit(1);
 }
 
 const started = performance.now();
@@ -123,9 +130,9 @@ const elapsedMs = performance.now() - started;
 const result = { outcome: { status: outcome.status, mode: outcome.mode, epochId: outcome.epochId }, stats: client.stats, elapsedMs, cpuMs: cpuMs() };
 if (config.stayAlive) {
   out('recovered', result);
-  while ((await nextCommand()) !== 'leave') {
-    // heartbeating in the background until told to leave (or killed)
-  }
+  // Heartbeating in the background until told to leave (or killed); a driver that is gone
+  // counts as told.
+  await commanded('leave');
 }
 await client.stop();
 await pool.end();
