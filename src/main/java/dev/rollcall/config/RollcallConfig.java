@@ -239,9 +239,12 @@ public interface RollcallConfig {
      * many instances do; the others' claims wait (held, and woken when an instance's last lease in
      * the pass ends). Scanning is cheap for the service and costly for the database the engine
      * shares (each batch is classified, then enqueued into its queue); more instances at once only
-     * contend there. {@code 0}: no limit.
+     * contend there. {@code 0}: no limit. Two by default: on 2 cores shared by the database, the
+     * service and sixteen replicas, two scanners (one classifying while the other enqueues)
+     * recovered a 100 000-run deploy faster than four at N = 4 and N = 16 (BENCHMARKS.md §8); a
+     * database with cores to spare may take more.
      */
-    @WithDefault("4")
+    @WithDefault("2")
     int maxScanners();
   }
 
