@@ -53,6 +53,11 @@ class RecoveryBenchmarkIT {
   /** {@code -Dbench.batch=N}: the replicas' {@code maxRuns}; unset, the service's default. */
   private final Integer batch = Integer.getInteger("bench.batch");
 
+  /**
+   * {@code -Dbench.warmup-passes=K}: unmeasured passes on each size's seed, N = 2 and 16 in turn.
+   */
+  private final int warmupPasses = Integer.getInteger("bench.warmup-passes", 2);
+
   private final List<String> scenarios =
       List.of(System.getProperty("bench.scenarios", "engine,rollcall").split(","));
 
@@ -145,11 +150,14 @@ class RecoveryBenchmarkIT {
       // of the next pass 2.7 s together). Replica processes alternate between the service
       // replicas, so it takes two to warm both (one went to the first only, and the second met
       // its first large pages in a measured scenario), and sixteen for the paths of a full scan
-      // (claims held while four instances scan, woken by the close).
-      rollcall(2, 2, true);
-      EngineMix.removeAddedJobs(db, seedJobs);
-      rollcall(16, 2, true);
-      EngineMix.removeAddedJobs(db, seedJobs);
+      // (claims held while four instances scan, woken by the close). The claim path is still
+      // compiled after these two: its methods run per page and per request, dozens of times a
+      // pass, so the JIT keeps compiling them for many passes (-Dbench.warmup-passes, BENCHMARKS
+      // §8; the table shows the compilers' CPU).
+      for (int pass = 0; pass < warmupPasses; pass++) {
+        rollcall(pass % 2 == 0 ? 2 : 16, 2, true);
+        EngineMix.removeAddedJobs(db, seedJobs);
+      }
       Thread.sleep(STATS_FLUSH.toMillis());
       rowsReadMark = settledRowsRead();
     }
@@ -239,9 +247,9 @@ class RecoveryBenchmarkIT {
     out.add(
         "| scenario | registers | heartbeats | claims | completes | classification per page"
             + " | looks that found the scan full | woken by the close, answered from another's look"
-            + " | CPU: coordinators | PostgreSQL"
+            + " | CPU: coordinators | of which their JIT compilers | PostgreSQL"
             + " | replica processes | autovacuum runs |");
-    out.add("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out.add("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (Map.Entry<String, Result> e : results.entrySet()) {
       Map<String, Double> m = e.getValue().serviceMetrics;
       if (m.isEmpty()) {
@@ -249,7 +257,7 @@ class RecoveryBenchmarkIT {
       }
       out.add(
           String.format(
-              "| %s | %s | %s | %s | %s | %s | %,d | %,d | %s | %s | %s | %d |",
+              "| %s | %s | %s | %s | %s | %s | %,d | %,d | %s | %s | %s | %s | %d |",
               e.getKey(),
               timing(m, "http_server_requests_seconds", "/instances"),
               timing(m, "http_server_requests_seconds", "/instances/{id}/heartbeat"),
@@ -258,7 +266,10 @@ class RecoveryBenchmarkIT {
               timing(m, "rollcall_classification_seconds", null),
               Math.round(m.getOrDefault("rollcall_claims_scan_full_total", 0.0)),
               Math.round(m.getOrDefault("rollcall_claims_looks_shared_total", 0.0)),
-              seconds(e.getValue().cpuMillis),
+              coordinatorsCpu(e.getValue()),
+              e.getValue().jitMillis < 0
+                  ? "–"
+                  : String.format("%.2f s", e.getValue().jitMillis / 1000.0),
               seconds(e.getValue().postgresCpuMillis),
               seconds(e.getValue().replicasCpuMillis),
               e.getValue().autovacuums));
@@ -280,6 +291,31 @@ class RecoveryBenchmarkIT {
           .forEach((k, v) -> sum.merge(k, v, Double::sum));
     }
     return sum;
+  }
+
+  /** CPU each thread name used between two reads, the most first. */
+  private static Map<String, Long> threadsDelta(Map<String, Long> before, Map<String, Long> after) {
+    Map<String, Long> used = new LinkedHashMap<>();
+    after.entrySet().stream()
+        .map(e -> Map.entry(e.getKey(), e.getValue() - before.getOrDefault(e.getKey(), 0L)))
+        .sorted(Map.Entry.<String, Long>comparingByValue().reversed())
+        .forEach(e -> used.put(e.getKey(), e.getValue()));
+    return used;
+  }
+
+  /** The coordinators' CPU, and each one's part when there are several: "0.8 s (0.5 + 0.3)". */
+  private static String coordinatorsCpu(Result r) {
+    if (r.cpuEach.length < 2) {
+      return seconds(r.cpuMillis);
+    }
+    return String.format(
+        "%s (%s)",
+        seconds(r.cpuMillis),
+        String.join(
+            " + ",
+            java.util.Arrays.stream(r.cpuEach)
+                .mapToObj(ms -> String.format("%.2f", ms / 1000.0))
+                .toList()));
   }
 
   private static String seconds(long millis) {
@@ -307,7 +343,11 @@ class RecoveryBenchmarkIT {
     long distinct;
     long distinctNeeding;
     long rowsRead;
-    long cpuMillis = -1;
+    long cpuMillis = -1; // the coordinators together
+    long[] cpuEach = {}; // each coordinator's part, in the order the replica processes alternate
+    // Each coordinator's CPU by thread ({@link Cpu#byThread}), and the JIT compilers' part of all.
+    List<String> threads = new ArrayList<>();
+    long jitMillis = -1;
     long postgresCpuMillis = -1; // every PostgreSQL process, during the scenario
     long replicasCpuMillis = -1; // the replica processes, from "go" to their result
     long rssMiB = -1;
@@ -481,6 +521,11 @@ class RecoveryBenchmarkIT {
                     String.format("; the close committed %d ms after its closed_at", ms - closedAt))
             .orElse(""),
         loadAverage());
+    for (int s = 0; s < r.threads.size(); s++) {
+      System.out.printf(
+          "rollcall N=%d, %d replicas: service replica %d's CPU by thread: %s%n",
+          n, serviceCount, s, r.threads.get(s));
+    }
     return r;
   }
 
@@ -520,7 +565,9 @@ class RecoveryBenchmarkIT {
         replica.await("ready", Duration.ofMinutes(2));
       }
       r.probeMillis = probe();
-      long cpuBefore = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum();
+      long[] cpuBefore = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).toArray();
+      List<Map<String, Long>> threadsBefore =
+          coordinators.stream().map(ServiceProcess::cpuByThread).toList();
       long postgresBefore = Cpu.postgres();
       long autovacuumsBefore = autovacuums();
       Map<String, Double> metricsBefore = serviceMetrics(coordinators);
@@ -564,7 +611,26 @@ class RecoveryBenchmarkIT {
               .mapToLong(e -> e.path("cpuMs").asLong())
               .sum();
       if (!coordinators.isEmpty()) {
-        r.cpuMillis = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).sum() - cpuBefore;
+        r.cpuEach = new long[coordinators.size()];
+        for (int i = 0; i < r.cpuEach.length; i++) {
+          r.cpuEach[i] = coordinators.get(i).cpuMillis() - cpuBefore[i];
+        }
+        r.cpuMillis = java.util.Arrays.stream(r.cpuEach).sum();
+        r.jitMillis = 0;
+        for (int i = 0; i < r.cpuEach.length; i++) {
+          Map<String, Long> used =
+              threadsDelta(threadsBefore.get(i), coordinators.get(i).cpuByThread());
+          r.threads.add(
+              used.entrySet().stream()
+                  .filter(e -> e.getValue() >= 20)
+                  .map(e -> String.format("%s %.2f s", e.getKey().trim(), e.getValue() / 1000.0))
+                  .collect(java.util.stream.Collectors.joining(", ")));
+          r.jitMillis +=
+              used.entrySet().stream()
+                  .filter(e -> e.getKey().matches("C[12] CompilerThre.*"))
+                  .mapToLong(Map.Entry::getValue)
+                  .sum();
+        }
         r.postgresCpuMillis = postgresCpuSince(postgresBefore);
         r.rssMiB = coordinators.stream().mapToLong(ServiceProcess::residentMiB).sum();
         Map<String, Double> delta = new java.util.TreeMap<>(serviceMetrics(coordinators));

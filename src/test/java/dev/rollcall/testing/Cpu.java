@@ -35,6 +35,36 @@ public final class Cpu {
         .sum();
   }
 
+  /**
+   * User and system time of one process's live threads so far, summed by thread name with its
+   * trailing number dropped ("C2 CompilerThre", "vert.x-eventloop-thread-", "VM Thread"): where a
+   * JVM's CPU went (the JIT, the collector, the event loops). Threads that have exited are not in
+   * it.
+   */
+  public static java.util.Map<String, Long> byThread(long pid) {
+    java.util.Map<String, Long> sum = new java.util.TreeMap<>();
+    try (var tasks = Files.list(Path.of("/proc/" + pid + "/task"))) {
+      tasks.forEach(
+          task -> {
+            try {
+              String stat = Files.readString(task.resolve("stat"));
+              String name =
+                  stat.substring(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+                      .replaceAll("[0-9]+$", "");
+              long[] t = times(task.resolve("stat").toString());
+              if (t != null) {
+                sum.merge(name, (t[0] + t[1]) * 10, Long::sum);
+              }
+            } catch (IOException | RuntimeException gone) {
+              // the thread ended meanwhile
+            }
+          });
+    } catch (IOException | RuntimeException e) {
+      return java.util.Map.of();
+    }
+    return sum;
+  }
+
   /** This JVM (a benchmark's driver). */
   public static long self() {
     return ((com.sun.management.OperatingSystemMXBean)

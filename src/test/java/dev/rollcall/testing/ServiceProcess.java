@@ -131,6 +131,11 @@ public final class ServiceProcess implements AutoCloseable {
     return Cpu.of(process.pid());
   }
 
+  /** CPU by thread name so far ({@link Cpu#byThread}). */
+  public java.util.Map<String, Long> cpuByThread() {
+    return Cpu.byThread(process.pid());
+  }
+
   public long pid() {
     return process.pid();
   }
