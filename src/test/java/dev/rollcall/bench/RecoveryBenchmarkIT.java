@@ -293,16 +293,6 @@ class RecoveryBenchmarkIT {
     return sum;
   }
 
-  /** CPU each thread name used between two reads, the most first. */
-  private static Map<String, Long> threadsDelta(Map<String, Long> before, Map<String, Long> after) {
-    Map<String, Long> used = new LinkedHashMap<>();
-    after.entrySet().stream()
-        .map(e -> Map.entry(e.getKey(), e.getValue() - before.getOrDefault(e.getKey(), 0L)))
-        .sorted(Map.Entry.<String, Long>comparingByValue().reversed())
-        .forEach(e -> used.put(e.getKey(), e.getValue()));
-    return used;
-  }
-
   /** The coordinators' CPU, and each one's part when there are several: "0.8 s (0.5 + 0.3)". */
   private static String coordinatorsCpu(Result r) {
     if (r.cpuEach.length < 2) {
@@ -345,7 +335,8 @@ class RecoveryBenchmarkIT {
     long rowsRead;
     long cpuMillis = -1; // the coordinators together
     long[] cpuEach = {}; // each coordinator's part, in the order the replica processes alternate
-    // Each coordinator's CPU by thread ({@link Cpu#byThread}), and the JIT compilers' part of all.
+    // Each coordinator's CPU by thread ({@link Cpu#usedByName}), and the JIT compilers' part of
+    // all.
     List<String> threads = new ArrayList<>();
     long jitMillis = -1;
     long postgresCpuMillis = -1; // every PostgreSQL process, during the scenario
@@ -566,8 +557,8 @@ class RecoveryBenchmarkIT {
       }
       r.probeMillis = probe();
       long[] cpuBefore = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).toArray();
-      List<Map<String, Long>> threadsBefore =
-          coordinators.stream().map(ServiceProcess::cpuByThread).toList();
+      List<Map<Long, Cpu.ThreadTime>> threadsBefore =
+          coordinators.stream().map(ServiceProcess::threads).toList();
       long postgresBefore = Cpu.postgres();
       long autovacuumsBefore = autovacuums();
       Map<String, Double> metricsBefore = serviceMetrics(coordinators);
@@ -619,15 +610,15 @@ class RecoveryBenchmarkIT {
         r.jitMillis = 0;
         for (int i = 0; i < r.cpuEach.length; i++) {
           Map<String, Long> used =
-              threadsDelta(threadsBefore.get(i), coordinators.get(i).cpuByThread());
+              Cpu.usedByName(threadsBefore.get(i), coordinators.get(i).threads());
           r.threads.add(
               used.entrySet().stream()
                   .filter(e -> e.getValue() >= 20)
-                  .map(e -> String.format("%s %.2f s", e.getKey().trim(), e.getValue() / 1000.0))
+                  .map(e -> String.format("%s %.2f s", e.getKey(), e.getValue() / 1000.0))
                   .collect(java.util.stream.Collectors.joining(", ")));
           r.jitMillis +=
               used.entrySet().stream()
-                  .filter(e -> e.getKey().matches("C[12] CompilerThre.*"))
+                  .filter(e -> e.getKey().matches("C[12] CompilerThre"))
                   .mapToLong(Map.Entry::getValue)
                   .sum();
         }

@@ -35,14 +35,16 @@ public final class Cpu {
         .sum();
   }
 
+  /** One thread's name (its trailing number dropped) and its user and system time so far. */
+  public record ThreadTime(String name, long millis) {}
+
   /**
-   * User and system time of one process's live threads so far, summed by thread name with its
-   * trailing number dropped ("C2 CompilerThre", "vert.x-eventloop-thread-", "VM Thread"): where a
-   * JVM's CPU went (the JIT, the collector, the event loops). Threads that have exited are not in
-   * it.
+   * The live threads of one process by thread id, each with its name and CPU so far: where a JVM's
+   * CPU went (the JIT's "C2 CompilerThre", the collector's "VM Thread", the event loops). Compare
+   * two reads with {@link #usedByName}.
    */
-  public static java.util.Map<String, Long> byThread(long pid) {
-    java.util.Map<String, Long> sum = new java.util.TreeMap<>();
+  public static java.util.Map<Long, ThreadTime> threads(long pid) {
+    java.util.Map<Long, ThreadTime> threads = new java.util.HashMap<>();
     try (var tasks = Files.list(Path.of("/proc/" + pid + "/task"))) {
       tasks.forEach(
           task -> {
@@ -50,11 +52,12 @@ public final class Cpu {
               String stat = Files.readString(task.resolve("stat"));
               String name =
                   stat.substring(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
-                      .replaceAll("[0-9]+$", "");
-              long[] t = times(task.resolve("stat").toString());
-              if (t != null) {
-                sum.merge(name, (t[0] + t[1]) * 10, Long::sum);
-              }
+                      .replaceAll("[0-9]+$", "")
+                      .trim();
+              long[] t = parse(stat);
+              threads.put(
+                  Long.parseLong(task.getFileName().toString()),
+                  new ThreadTime(name, (t[0] + t[1]) * 10));
             } catch (IOException | RuntimeException gone) {
               // the thread ended meanwhile
             }
@@ -62,7 +65,29 @@ public final class Cpu {
     } catch (IOException | RuntimeException e) {
       return java.util.Map.of();
     }
-    return sum;
+    return threads;
+  }
+
+  /**
+   * CPU used between two {@link #threads} reads, summed by thread name, the most first. A thread
+   * counts from its first read (or from its start, when it began in between); a thread that ended
+   * in between is missing (the JVM stops compiler threads it no longer needs), so each figure is at
+   * least what that name used.
+   */
+  public static java.util.Map<String, Long> usedByName(
+      java.util.Map<Long, ThreadTime> before, java.util.Map<Long, ThreadTime> after) {
+    java.util.Map<String, Long> byName = new java.util.HashMap<>();
+    after.forEach(
+        (tid, t) -> {
+          ThreadTime was = before.get(tid);
+          long from = was != null && was.name().equals(t.name()) ? was.millis() : 0;
+          byName.merge(t.name(), t.millis() - from, Long::sum);
+        });
+    java.util.Map<String, Long> sorted = new java.util.LinkedHashMap<>();
+    byName.entrySet().stream()
+        .sorted(java.util.Map.Entry.<String, Long>comparingByValue().reversed())
+        .forEach(e -> sorted.put(e.getKey(), e.getValue()));
+    return sorted;
   }
 
   /** This JVM (a benchmark's driver). */
@@ -76,14 +101,18 @@ public final class Cpu {
   /** utime, stime, cutime, cstime in clock ticks, or null when the file cannot be read. */
   private static long[] times(String statFile) {
     try {
-      String stat = Files.readString(Path.of(statFile));
-      // Fields after the command name, which is in parentheses and may hold spaces.
-      String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-      return new long[] {
-        Long.parseLong(f[11]), Long.parseLong(f[12]), Long.parseLong(f[13]), Long.parseLong(f[14])
-      };
+      return parse(Files.readString(Path.of(statFile)));
     } catch (IOException | RuntimeException e) {
       return null;
     }
+  }
+
+  /** utime, stime, cutime, cstime in clock ticks, from the text of a stat file. */
+  private static long[] parse(String stat) {
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+    return new long[] {
+      Long.parseLong(f[11]), Long.parseLong(f[12]), Long.parseLong(f[13]), Long.parseLong(f[14])
+    };
   }
 }

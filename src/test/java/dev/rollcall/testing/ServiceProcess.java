@@ -131,9 +131,9 @@ public final class ServiceProcess implements AutoCloseable {
     return Cpu.of(process.pid());
   }
 
-  /** CPU by thread name so far ({@link Cpu#byThread}). */
-  public java.util.Map<String, Long> cpuByThread() {
-    return Cpu.byThread(process.pid());
+  /** Its live threads' CPU so far ({@link Cpu#threads}). */
+  public java.util.Map<Long, Cpu.ThreadTime> threads() {
+    return Cpu.threads(process.pid());
   }
 
   public long pid() {
