@@ -603,12 +603,9 @@ class RecoveryBenchmarkIT {
               .sum();
       if (!coordinators.isEmpty()) {
         r.cpuEach = new long[coordinators.size()];
-        for (int i = 0; i < r.cpuEach.length; i++) {
-          r.cpuEach[i] = coordinators.get(i).cpuMillis() - cpuBefore[i];
-        }
-        r.cpuMillis = java.util.Arrays.stream(r.cpuEach).sum();
         r.jitMillis = 0;
         for (int i = 0; i < r.cpuEach.length; i++) {
+          r.cpuEach[i] = coordinators.get(i).cpuMillis() - cpuBefore[i];
           Map<String, Long> used =
               Cpu.usedByName(threadsBefore.get(i), coordinators.get(i).threads());
           r.threads.add(
@@ -622,6 +619,7 @@ class RecoveryBenchmarkIT {
                   .mapToLong(Map.Entry::getValue)
                   .sum();
         }
+        r.cpuMillis = java.util.Arrays.stream(r.cpuEach).sum();
         r.postgresCpuMillis = postgresCpuSince(postgresBefore);
         r.rssMiB = coordinators.stream().mapToLong(ServiceProcess::residentMiB).sum();
         Map<String, Double> delta = new java.util.TreeMap<>(serviceMetrics(coordinators));
