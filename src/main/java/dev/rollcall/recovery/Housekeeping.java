@@ -3,14 +3,30 @@ package dev.rollcall.recovery;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
+import org.jboss.logging.Logger;
 
 /**
- * Single flight across service replicas for periodic jobs (retention, the orphaned-lock look): a
- * replica runs the job only after winning its {@code rollcall.housekeeping} row's lease.
+ * The periodic jobs' two rules: single flight across service replicas (retention, the orphaned-lock
+ * look: a replica runs the job only after winning its {@code rollcall.housekeeping} row's lease),
+ * and a pass that fails is logged and tried again at the next interval ({@link #survive}).
  */
 final class Housekeeping {
 
+  private static final Logger LOG = Logger.getLogger(Housekeeping.class);
+
   private Housekeeping() {}
+
+  /**
+   * A scheduled pass that never dies of a failure: logged as a warning, and the next pass tries
+   * again. The failure decides nothing.
+   */
+  static Uni<Void> survive(Uni<?> pass, String what) {
+    return pass.onFailure()
+        .invoke(e -> LOG.warnf("%s failed, retrying next pass: %s", what, e.toString()))
+        .onFailure()
+        .recoverWithNull()
+        .replaceWithVoid();
+  }
 
   /**
    * Takes the job's turn for {@code leaseMs} if no replica holds it; true when this call won it.

@@ -67,19 +67,7 @@ public class Reaper {
       every = Intervals.REAPER_SCHEDULE,
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return survive(runOnce(), "reaper pass");
-  }
-
-  /**
-   * A scheduled pass that never dies of a failure: logged, and the next pass tries again. The
-   * failure decides nothing.
-   */
-  static Uni<Void> survive(Uni<Pass> pass, String what) {
-    return pass.onFailure()
-        .invoke(e -> LOG.warnf("%s failed, retrying next pass: %s", what, e.toString()))
-        .onFailure()
-        .recoverWithNull()
-        .replaceWithVoid();
+    return Housekeeping.survive(runOnce(), "reaper pass");
   }
 
   /**
@@ -95,14 +83,9 @@ public class Reaper {
     if (every == 0 || passes++ % every != 0) {
       return Uni.createFrom().voidItem();
     }
-    // A turn that cannot be taken (the database is unreachable, say) is logged like a failed
-    // look, and the next interval tries again.
-    return releaseOrphansInTurn()
-        .onFailure()
-        .invoke(e -> LOG.warnf("could not take the turn to release orphaned queue locks: %s", e))
-        .onFailure()
-        .recoverWithNull()
-        .replaceWithVoid();
+    // A turn that cannot be taken (the database is unreachable, say) is logged, and the next
+    // interval tries again. (A namespace whose look fails is logged inside the release.)
+    return Housekeeping.survive(releaseOrphansInTurn(), "the look for orphaned queue locks");
   }
 
   /**

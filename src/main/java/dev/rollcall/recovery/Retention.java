@@ -55,12 +55,7 @@ public class Retention {
       every = "${rollcall.retention.interval:1m}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return runOnce()
-        .onFailure()
-        .invoke(e -> LOG.warnf("retention pass failed, retrying next interval: %s", e.toString()))
-        .onFailure()
-        .recoverWithNull()
-        .replaceWithVoid();
+    return Housekeeping.survive(runOnce(), "retention pass");
   }
 
   /** One pass, if this replica wins the lease. Tests call it directly. */

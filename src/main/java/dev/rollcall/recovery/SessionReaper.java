@@ -58,7 +58,7 @@ public class SessionReaper {
     if (!running.compareAndSet(false, true)) {
       return;
     }
-    Reaper.survive(runOnce(), "session check")
+    Housekeeping.survive(runOnce(), "session check")
         .subscribe()
         .with(ignored -> running.set(false), failure -> running.set(false));
   }

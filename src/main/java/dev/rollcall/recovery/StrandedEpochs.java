@@ -8,7 +8,6 @@ import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
 import java.util.List;
-import org.jboss.logging.Logger;
 
 /**
  * Closes boot epochs nobody can finish: their deployment has had no live instance for longer than
@@ -19,8 +18,6 @@ import org.jboss.logging.Logger;
  */
 @ApplicationScoped
 public class StrandedEpochs {
-
-  private static final Logger LOG = Logger.getLogger(StrandedEpochs.class);
 
   private final Pool pool;
   private final Epochs epochs;
@@ -37,12 +34,7 @@ public class StrandedEpochs {
       every = "${rollcall.reaper-interval:1s}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return runOnce()
-        .onFailure()
-        .invoke(e -> LOG.warnf("stranded-epoch check failed, retrying next pass: %s", e.toString()))
-        .onFailure()
-        .recoverWithNull()
-        .replaceWithVoid();
+    return Housekeeping.survive(runOnce(), "stranded-epoch check");
   }
 
   /** One pass over every namespace; returns the epochs it closed. Tests call it directly. */

@@ -42,12 +42,7 @@ public class Sweeper {
       every = Intervals.SWEEP_SCHEDULE,
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return runOnce()
-        .onFailure()
-        .invoke(e -> LOG.warnf("sweep pass failed, retrying next interval: %s", e.toString()))
-        .onFailure()
-        .recoverWithNull()
-        .replaceWithVoid();
+    return Housekeeping.survive(runOnce(), "sweep pass");
   }
 
   /** One pass over every namespace; returns the sweeps it opened. Tests call it directly. */
