@@ -12,6 +12,7 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import jakarta.inject.Inject;
@@ -105,6 +106,88 @@ class SharedLookTest extends ApiTestBase {
       lock.rollback();
     }
     assertEquals("done", older.get(15, TimeUnit.SECONDS).expect(200).text("status"));
+  }
+
+  /**
+   * The look the others share may be one whose own instance is no longer live: it fails (410), and
+   * the claims that waited for it look for themselves. Here the fenced instance's claim waits
+   * first, so the close wakes it first and the others take its look; that look is held on its
+   * instance's row until the lease has run out. Were a shared failure passed on, the live peers
+   * would be told that they are gone.
+   */
+  @Test
+  void aSharedLookThatFailsForItsOwnInstanceDoesNotFailTheOthers() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Instance holder = api.register(ns, deploy, "holder");
+    Batch last = api.claimBatch(holder, 5000);
+    Instance fenced = api.register(ns, deploy, "fenced");
+    List<Instance> peers = List.of(api.register(ns, deploy, "a"), api.register(ns, deploy, "b"));
+    // The fenced instance's claim waits first: the close wakes it (and starts its look) first.
+    CompletableFuture<Api.Reply> fencedAnswer = waitingForTheLastBatch(List.of(fenced)).get(0);
+    List<CompletableFuture<Api.Reply>> answers = waitingForTheLastBatch(peers);
+    double shared = shared();
+
+    try (Connection row =
+        Db.holding("SELECT 1 FROM rollcall.instances WHERE id = ? FOR UPDATE", fenced.id())) {
+      api.complete(holder, last, List.of()).expect(200);
+      Poll.until(
+          "the fenced instance's look waits for its instance's row",
+          Duration.ofSeconds(10),
+          () ->
+              Db.number(
+                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                          + " AND query LIKE '%FROM rollcall.instances%FOR KEY SHARE%'")
+                  == 1);
+      // The peers were woken with it and wait for its look, not for rows of their own.
+      Thread.sleep(200);
+      for (CompletableFuture<Api.Reply> answer : answers) {
+        assertFalse(answer.isDone(), "a peer answered without the look it was to share");
+      }
+      // Its lease runs out while its look waits, as a missed heartbeat would have it.
+      try (var expire =
+          row.prepareStatement(
+              "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second'"
+                  + " WHERE id = ?")) {
+        expire.setObject(1, fenced.id());
+        expire.executeUpdate();
+      }
+      row.commit();
+    }
+
+    fencedAnswer.get(15, TimeUnit.SECONDS).expect(410);
+    for (CompletableFuture<Api.Reply> answer : answers) {
+      Api.Reply reply = answer.get(15, TimeUnit.SECONDS).expect(200);
+      assertEquals("done", reply.text("status"));
+      assertEquals(last.epochId(), reply.body().path("epochId").asLong());
+    }
+    assertEquals(shared, shared(), "a failed look's answer was shared");
+  }
+
+  /**
+   * What the claim documents: a shared "done" reads no liveness, so an instance fenced while it
+   * waited may be told "done" (no lease, no work) and learns that it was fenced from its next
+   * heartbeat and its next claim.
+   */
+  @Test
+  void anInstanceFencedWhileItWaitedMayBeToldDoneAndLearnsItAtItsNextHeartbeat() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Instance holder = api.register(ns, deploy, "holder");
+    Batch last = api.claimBatch(holder, 5000);
+    // The live peer waits first: the close wakes it first, and its look is the one shared.
+    CompletableFuture<Api.Reply> peerAnswer =
+        waitingForTheLastBatch(List.of(api.register(ns, deploy, "a"))).get(0);
+    Instance fenced = api.register(ns, deploy, "fenced");
+    CompletableFuture<Api.Reply> fencedAnswer = waitingForTheLastBatch(List.of(fenced)).get(0);
+    TimeTravel.leaseExpired(fenced);
+    double shared = shared();
+
+    api.complete(holder, last, List.of()).expect(200);
+
+    assertEquals("done", peerAnswer.get(15, TimeUnit.SECONDS).expect(200).text("status"));
+    assertEquals("done", fencedAnswer.get(15, TimeUnit.SECONDS).expect(200).text("status"));
+    assertEquals(shared + 1, shared(), "the fenced instance looked for itself");
+    api.heartbeat(fenced).expect(410);
+    api.claim(fenced, 10).expect(410);
   }
 
   /** Held claims of the peers, once all of them wait (for the pass's last batch). */
