@@ -84,17 +84,9 @@ class SharedLookTest extends ApiTestBase {
     // A look of the deploy that begins now, before the close, and cannot end: its liveness check
     // (FOR KEY SHARE on its instance's row) waits for this connection.
     CompletableFuture<Api.Reply> older;
-    try (Connection lock =
-        Db.holding("SELECT 1 FROM rollcall.instances WHERE id = ? FOR UPDATE", stuck.id())) {
+    try (Connection lock = holdingRowOf(stuck)) {
       older = CompletableFuture.supplyAsync(() -> api.claim(stuck, 10));
-      Poll.until(
-          "the older look waits for its instance's row",
-          Duration.ofSeconds(10),
-          () ->
-              Db.number(
-                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                          + " AND query LIKE '%FROM rollcall.instances%FOR KEY SHARE%'")
-                  == 1);
+      untilALookWaitsForItsInstanceRow("the older look waits for its instance's row");
 
       // The last complete closes the pass; its notice wakes the two held claims.
       api.complete(holder, last, List.of()).expect(200);
@@ -127,17 +119,9 @@ class SharedLookTest extends ApiTestBase {
     List<CompletableFuture<Api.Reply>> answers = waitingForTheLastBatch(peers);
     double shared = shared();
 
-    try (Connection row =
-        Db.holding("SELECT 1 FROM rollcall.instances WHERE id = ? FOR UPDATE", fenced.id())) {
+    try (Connection row = holdingRowOf(fenced)) {
       api.complete(holder, last, List.of()).expect(200);
-      Poll.until(
-          "the fenced instance's look waits for its instance's row",
-          Duration.ofSeconds(10),
-          () ->
-              Db.number(
-                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                          + " AND query LIKE '%FROM rollcall.instances%FOR KEY SHARE%'")
-                  == 1);
+      untilALookWaitsForItsInstanceRow("the fenced instance's look waits for its instance's row");
       // The peers were woken with it and wait for its look, not for rows of their own.
       Thread.sleep(200);
       for (CompletableFuture<Api.Reply> answer : answers) {
@@ -188,6 +172,23 @@ class SharedLookTest extends ApiTestBase {
     assertEquals(shared + 1, shared(), "the fenced instance looked for itself");
     api.heartbeat(fenced).expect(410);
     api.claim(fenced, 10).expect(410);
+  }
+
+  /** A connection holding the instance's row: a claim's liveness check waits for it. */
+  private static Connection holdingRowOf(Instance instance) throws java.sql.SQLException {
+    return Db.holding("SELECT 1 FROM rollcall.instances WHERE id = ? FOR UPDATE", instance.id());
+  }
+
+  /** Once one claim's liveness check (FOR KEY SHARE on its instance's row) waits for a lock. */
+  private static void untilALookWaitsForItsInstanceRow(String what) {
+    Poll.until(
+        what,
+        Duration.ofSeconds(10),
+        () ->
+            Db.number(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        + " AND query LIKE '%FROM rollcall.instances%FOR KEY SHARE%'")
+                == 1);
   }
 
   /** Held claims of the peers, once all of them wait (for the pass's last batch). */
