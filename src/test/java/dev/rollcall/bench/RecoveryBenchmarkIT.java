@@ -150,7 +150,7 @@ class RecoveryBenchmarkIT {
       // of the next pass 2.7 s together). Replica processes alternate between the service
       // replicas, so it takes two to warm both (one went to the first only, and the second met
       // its first large pages in a measured scenario), and sixteen for the paths of a full scan
-      // (claims held while four instances scan, woken by the close). The claim path is still
+      // (claims held while the pass's scanners work, woken by the close). The claim path is still
       // compiled after these two: its methods run per page and per request, dozens of times a
       // pass, so the JIT keeps compiling them for many passes (-Dbench.warmup-passes, BENCHMARKS
       // §8; the table shows the compilers' CPU).
