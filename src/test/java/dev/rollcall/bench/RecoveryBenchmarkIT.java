@@ -37,7 +37,9 @@ import org.junit.jupiter.api.Test;
  * -Dbench.scenarios=engine,rollcall} ({@code client-alone} adds Rollcall's scenarios with replicas
  * that run the client without the engine's world beside it), {@code -Dbench.stay=true} (Rollcall's
  * replicas leave only once all of them learnt "done"), {@code -Dbench.statements=15} (after each
- * Rollcall scenario, the statements PostgreSQL spent most time on: {@link StatementProfile}).
+ * Rollcall scenario, the statements PostgreSQL spent most time on: {@link StatementProfile}),
+ * {@code -Dbench.perf=DIR} (a system-wide CPU profile of each measured scenario, with what names
+ * each PostgreSQL backend's client: {@link SystemProfile}).
  */
 @Tag("benchmark")
 class RecoveryBenchmarkIT {
@@ -80,6 +82,10 @@ class RecoveryBenchmarkIT {
   private long seedJobs;
   private long rowsReadMark;
   private StatementProfile statements;
+  private SystemProfile system;
+
+  /** True during the unmeasured passes: {@link SystemProfile} records only measured windows. */
+  private boolean warmingUp;
 
   @Test
   void sideBySide() throws Exception {
@@ -88,6 +94,7 @@ class RecoveryBenchmarkIT {
       db = database;
       EngineFixture.setUpSchemas(db);
       statements = StatementProfile.of(db);
+      system = SystemProfile.of();
       Map<String, String> settings = new HashMap<>();
       String p = "rollcall.namespaces.\"" + NAMESPACE + "\".";
       settings.put(p + "registration-secret", SECRET);
@@ -124,8 +131,10 @@ class RecoveryBenchmarkIT {
     EngineMix.seed(db, 20_000, 3, EngineMix.DEPLOY_MIX);
     seedJobs = EngineMix.lastJobId(db);
     rowsReadMark = EngineMix.runsRowsRead(db);
+    warmingUp = true;
     rollcall(2, 2, true);
     rollcall(2, 2, true);
+    warmingUp = false;
   }
 
   /** Every scenario on R active runs; returns the printed report. */
@@ -154,10 +163,12 @@ class RecoveryBenchmarkIT {
       // compiled after these two: its methods run per page and per request, dozens of times a
       // pass, so the JIT keeps compiling them for many passes (-Dbench.warmup-passes, BENCHMARKS
       // §8; the table shows the compilers' CPU).
+      warmingUp = true;
       for (int pass = 0; pass < warmupPasses; pass++) {
         rollcall(pass % 2 == 0 ? 2 : 16, 2, true);
         EngineMix.removeAddedJobs(db, seedJobs);
       }
+      warmingUp = false;
       Thread.sleep(STATS_FLUSH.toMillis());
       rowsReadMark = settledRowsRead();
     }
@@ -418,7 +429,7 @@ class RecoveryBenchmarkIT {
       replicas.add(
           NodeReplica.start("bench-engine-" + i, db, Map.of("mode", "engine", "waitForGo", true)));
     }
-    return race(replicas, engineCap, List.of());
+    return race("engine N=" + n, replicas, engineCap, List.of());
   }
 
   /**
@@ -462,12 +473,18 @@ class RecoveryBenchmarkIT {
       leaver.setDaemon(true);
       leaver.start();
     }
-    statements.reset();
-    Result r = race(replicas, Duration.ofMinutes(10), services.subList(0, serviceCount));
-    statements.print(
+    String scenario =
         String.format(
             "rollcall N=%d, %d service replicas%s",
-            n, serviceCount, withEngine ? "" : ", client alone"));
+            n, serviceCount, withEngine ? "" : ", client alone");
+    statements.reset();
+    Result r =
+        race(
+            warmingUp ? null : scenario,
+            replicas,
+            Duration.ofMinutes(10),
+            services.subList(0, serviceCount));
+    statements.print(scenario);
     // How long after the deploy's epoch closed (by the database's clock) the last replica knew.
     long closedAt =
         Long.parseLong(
@@ -548,14 +565,18 @@ class RecoveryBenchmarkIT {
   }
 
   /** Starts every replica's recovery at once and waits for all of them (or the cap). */
-  private Result race(List<NodeReplica> replicas, Duration cap, List<ServiceProcess> coordinators)
+  private Result race(
+      String label, List<NodeReplica> replicas, Duration cap, List<ServiceProcess> coordinators)
       throws Exception {
     Result r = new Result();
+    SystemProfile.Recording recording = null;
     try {
       for (NodeReplica replica : replicas) {
         replica.await("ready", Duration.ofMinutes(2));
       }
       r.probeMillis = probe();
+      // Label null: an unmeasured pass, not recorded.
+      recording = label == null ? null : system.start(label);
       long[] cpuBefore = coordinators.stream().mapToLong(ServiceProcess::cpuMillis).toArray();
       List<Map<Long, Cpu.ThreadTime>> threadsBefore =
           coordinators.stream().map(ServiceProcess::threads).toList();
@@ -586,6 +607,9 @@ class RecoveryBenchmarkIT {
         }
       }
       r.wallMillis = r.capped ? cap.toMillis() : (System.nanoTime() - t0) / 1_000_000;
+      if (recording != null) {
+        recording.stop();
+      }
       r.doneMillis = r.capped ? -1 : lastDone(replicas, goAt);
       r.autovacuums = autovacuums() - autovacuumsBefore;
       // Rollcall replicas report each batch once its jobs are in; the rest is learning "done".
@@ -627,6 +651,9 @@ class RecoveryBenchmarkIT {
         r.serviceMetrics = delta;
       }
     } finally {
+      if (recording != null) {
+        recording.stop();
+      }
       for (NodeReplica replica : replicas) {
         replica.close();
       }
