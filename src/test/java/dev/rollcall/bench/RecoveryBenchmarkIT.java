@@ -60,6 +60,12 @@ class RecoveryBenchmarkIT {
    */
   private final int warmupPasses = Integer.getInteger("bench.warmup-passes", 2);
 
+  /**
+   * {@code -Dbench.repeat=K}: each Rollcall scenario K times, as pairs of one and two service
+   * replicas (every other pair two first), and a table of the pairs' differences and medians.
+   */
+  private final int repeat = Math.max(1, Integer.getInteger("bench.repeat", 1));
+
   private final List<String> scenarios =
       List.of(System.getProperty("bench.scenarios", "engine,rollcall").split(","));
 
@@ -182,13 +188,25 @@ class RecoveryBenchmarkIT {
       if (scenarios.contains("engine")) {
         results.put("engine N=" + n, engine(n));
       }
-      if (scenarios.contains("rollcall")) {
-        results.put("rollcall N=" + n + ", 1 replica", rollcall(n, 1, true));
-        results.put("rollcall N=" + n + ", 2 replicas", rollcall(n, 2, true));
-      }
-      if (scenarios.contains("client-alone")) {
-        results.put("rollcall N=" + n + ", 1 replica, client alone", rollcall(n, 1, false));
-        results.put("rollcall N=" + n + ", 2 replicas, client alone", rollcall(n, 2, false));
+      for (boolean withEngine : new boolean[] {true, false}) {
+        if (!scenarios.contains(withEngine ? "rollcall" : "client-alone")) {
+          continue;
+        }
+        for (int k = 0; k < repeat; k++) {
+          // Every other pair runs two service replicas first: a machine that drifts during a
+          // pair then favours each side as often.
+          for (int services : k % 2 == 0 ? new int[] {1, 2} : new int[] {2, 1}) {
+            results.put(
+                String.format(
+                    "rollcall N=%d, %d replica%s%s%s",
+                    n,
+                    services,
+                    services == 1 ? "" : "s",
+                    withEngine ? "" : ", client alone",
+                    repeat == 1 ? "" : " #" + (k + 1)),
+                rollcall(n, services, withEngine));
+          }
+        }
       }
     }
 
@@ -286,7 +304,75 @@ class RecoveryBenchmarkIT {
               e.getValue().autovacuums));
     }
     out.add("");
+    if (repeat > 1) {
+      out.addAll(repeated(results, floor));
+    }
     return out;
+  }
+
+  /**
+   * With {@code -Dbench.repeat=K}: each pair of scenarios (one and two service replicas, same N and
+   * kind) side by side, the difference of each pair, and each scenario's median against the floor.
+   */
+  private List<String> repeated(Map<String, Result> results, Result floor) {
+    List<String> out = new ArrayList<>();
+    out.add(
+        String.format(
+            "Repeated pairs (%d of each; wall time, in seconds; a pair's two scenarios ran one after"
+                + " the other, every other pair two service replicas first):",
+            repeat));
+    out.add("");
+    out.add(
+        "| scenario | one service replica | two service replicas | two − one, each pair"
+            + " | pairs where two were no slower | median two − one | medians, × floor |");
+    out.add("|---|---|---|---|---|---|---|");
+    for (int n : replicaCounts) {
+      for (String kind : new String[] {"", ", client alone"}) {
+        List<Long> one = new ArrayList<>();
+        List<Long> two = new ArrayList<>();
+        for (int k = 1; k <= repeat; k++) {
+          Result a = results.get(String.format("rollcall N=%d, 1 replica%s #%d", n, kind, k));
+          Result b = results.get(String.format("rollcall N=%d, 2 replicas%s #%d", n, kind, k));
+          if (a != null && b != null) {
+            one.add(a.wallMillis);
+            two.add(b.wallMillis);
+          }
+        }
+        if (one.isEmpty()) {
+          continue;
+        }
+        List<Long> diff = new ArrayList<>();
+        for (int k = 0; k < one.size(); k++) {
+          diff.add(two.get(k) - one.get(k));
+        }
+        out.add(
+            String.format(
+                "| N=%d%s | %s | %s | %s | %d of %d | %+.2f s | %.2f / %.2f |",
+                n,
+                kind.isEmpty() ? ", world" : kind,
+                walls(one),
+                walls(two),
+                diff.stream().map(d -> String.format("%+.2f", d / 1000.0)).toList(),
+                diff.stream().filter(d -> d <= 0).count(),
+                diff.size(),
+                median(diff) / 1000.0,
+                median(one) / (double) floor.wallMillis,
+                median(two) / (double) floor.wallMillis));
+      }
+    }
+    out.add("");
+    return out;
+  }
+
+  private static String walls(List<Long> millis) {
+    return millis.stream().map(ms -> String.format("%.2f", ms / 1000.0)).toList().toString();
+  }
+
+  /** The median; of an even count, the mean of the two middle values. */
+  private static double median(List<Long> values) {
+    List<Long> sorted = values.stream().sorted().toList();
+    int m = sorted.size() / 2;
+    return sorted.size() % 2 == 1 ? sorted.get(m) : (sorted.get(m - 1) + sorted.get(m)) / 2.0;
   }
 
   private static Map<String, Double> serviceMetrics(List<ServiceProcess> coordinators) {
