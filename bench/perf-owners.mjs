@@ -8,8 +8,8 @@
 // connection with its process. A backend's command line ends in its client's address and port
 // ("postgres: user db 127.0.0.1(51234) idle"), and the connection from that port names the client
 // process: the service (a JVM started with -Dquarkus.http.port), a replica process
-// (bench/replica.mjs), or another. A backend that is not in the snapshot was opened during the
-// window (the replicas' session-lock connections, for one). Seconds are samples ÷ the recording's
+// (bench/replica.mjs), or another. A PostgreSQL process that is not in the snapshot started during
+// the window: a connection opened then (the replicas' session locks), or an autovacuum worker. Seconds are samples ÷ the recording's
 // frequency; each CPU is sampled whether busy or not, and idle samples are left out.
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -70,7 +70,7 @@ function summarise(base) {
     const thread = byTid.get(tid);
     if (comm === 'postgres' || thread?.args.startsWith('postgres:')) {
       if (!thread) {
-        add('PostgreSQL: backends opened during the window', n);
+        add('PostgreSQL: processes started during the window (connections, autovacuum workers)', n);
         continue;
       }
       const port = /\((\d+)\)/.exec(thread.args)?.[1];

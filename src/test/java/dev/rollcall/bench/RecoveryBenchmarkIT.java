@@ -196,15 +196,7 @@ class RecoveryBenchmarkIT {
           // Every other pair runs two service replicas first: a machine that drifts during a
           // pair then favours each side as often.
           for (int services : k % 2 == 0 ? new int[] {1, 2} : new int[] {2, 1}) {
-            results.put(
-                String.format(
-                    "rollcall N=%d, %d replica%s%s%s",
-                    n,
-                    services,
-                    services == 1 ? "" : "s",
-                    withEngine ? "" : ", client alone",
-                    repeat == 1 ? "" : " #" + (k + 1)),
-                rollcall(n, services, withEngine));
+            results.put(key(n, services, withEngine, k + 1), rollcall(n, services, withEngine));
           }
         }
       }
@@ -327,12 +319,12 @@ class RecoveryBenchmarkIT {
             + " | pairs where two were no slower | median two − one | medians, × floor |");
     out.add("|---|---|---|---|---|---|---|");
     for (int n : replicaCounts) {
-      for (String kind : new String[] {"", ", client alone"}) {
+      for (boolean withEngine : new boolean[] {true, false}) {
         List<Long> one = new ArrayList<>();
         List<Long> two = new ArrayList<>();
         for (int k = 1; k <= repeat; k++) {
-          Result a = results.get(String.format("rollcall N=%d, 1 replica%s #%d", n, kind, k));
-          Result b = results.get(String.format("rollcall N=%d, 2 replicas%s #%d", n, kind, k));
+          Result a = results.get(key(n, 1, withEngine, k));
+          Result b = results.get(key(n, 2, withEngine, k));
           if (a != null && b != null) {
             one.add(a.wallMillis);
             two.add(b.wallMillis);
@@ -349,7 +341,7 @@ class RecoveryBenchmarkIT {
             String.format(
                 "| N=%d%s | %s | %s | %s | %d of %d | %+.2f s | %.2f / %.2f |",
                 n,
-                kind.isEmpty() ? ", world" : kind,
+                withEngine ? ", world" : ", client alone",
                 walls(one),
                 walls(two),
                 diff.stream().map(d -> String.format("%+.2f", d / 1000.0)).toList(),
@@ -362,6 +354,21 @@ class RecoveryBenchmarkIT {
     }
     out.add("");
     return out;
+  }
+
+  /**
+   * A Rollcall scenario's row in the report: "rollcall N=16, 2 replicas, client alone", with " #k"
+   * when scenarios repeat ({@code -Dbench.repeat}). Rows of the engine's scenarios match it up to
+   * the first comma.
+   */
+  private String key(int n, int services, boolean withEngine, int k) {
+    return String.format(
+        "rollcall N=%d, %d replica%s%s%s",
+        n,
+        services,
+        services == 1 ? "" : "s",
+        withEngine ? "" : ", client alone",
+        repeat == 1 ? "" : " #" + k);
   }
 
   private static String walls(List<Long> millis) {
