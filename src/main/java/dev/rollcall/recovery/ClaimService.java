@@ -13,6 +13,7 @@ import dev.rollcall.source.ScannedRun;
 import io.quarkus.runtime.Startup;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -20,6 +21,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
@@ -275,6 +277,67 @@ public class ClaimService {
   }
 
   private Uni<ClaimResult> decide(Caller caller, int maxRuns) {
+    OptionalLong closedBoot = closedEpochs.bootOf(caller.namespace(), caller.deploymentId());
+    if (closedBoot.isEmpty()) {
+      return lookInTransactions(caller, maxRuns);
+    }
+    return passOver(caller, closedBoot.getAsLong())
+        .chain(
+            done ->
+                done.isPresent()
+                    ? Uni.createFrom().item(done.get())
+                    : lookInTransactions(caller, maxRuns));
+  }
+
+  /**
+   * What a claim's first look answers, without its transaction, for a deploy whose pass this
+   * replica has read closed (an epoch never opens again): "done" when the instance is live, no
+   * epoch that every instance serves (a takeover, a sweep, a manual pass) is open, and the pass's
+   * row is still there. One read, outside the gate, with no permit and no row lock, like a
+   * heartbeat's: the claims of a deploy that is over (replicas that start after their pass, idle
+   * claims woken by a close) do not queue behind the transactions of claims that hand out work.
+   * Anything else (empty) takes the usual way, whose first look answers it and refuses an instance
+   * that is not live.
+   *
+   * <p>The liveness is read without the row lock of {@link InstanceService#requireLive}: "done"
+   * hands nothing out, so there is nothing a concurrent death or leave must wait for. A claim
+   * racing its own instance's death may be told "done", as a woken claim sharing another's look may
+   * ({@link #look}); the instance learns it was fenced at its next heartbeat or claim.
+   */
+  private Uni<Optional<ClaimResult>> passOver(Caller caller, long bootEpochId) {
+    return pool.preparedQuery(PASS_OVER)
+        .execute(Tuple.of(caller.instanceId(), caller.namespace(), bootEpochId))
+        .map(
+            rows -> {
+              if (rows.size() == 0) {
+                return Optional.<ClaimResult>empty();
+              }
+              Row r = rows.iterator().next();
+              if (!r.getBoolean("kept")) {
+                // Deleted by retention since: the deploy's claims look as a first claim would.
+                closedEpochs.forgetBoot(caller.namespace(), caller.deploymentId(), bootEpochId);
+                return Optional.<ClaimResult>empty();
+              }
+              return r.getBoolean("live") && !r.getBoolean("shared_open")
+                  ? Optional.<ClaimResult>of(new ClaimResult.Done(bootEpochId))
+                  : Optional.<ClaimResult>empty();
+            });
+  }
+
+  /**
+   * {@link #passOver}'s read: $1 the instance, $2 its namespace, $3 its deploy's closed boot epoch.
+   * The shared epochs are those {@link Epochs#openShared} reads (the partial index of open epochs).
+   */
+  static final String PASS_OVER =
+      "SELECT rollcall.is_live(i.state, i.lease_expires_at) AS live,"
+          + " EXISTS (SELECT 1 FROM rollcall.epochs b WHERE b.id = $3) AS kept,"
+          + " EXISTS (SELECT 1 FROM rollcall.epochs e WHERE e.namespace = $2"
+          + "   AND rollcall.serves(e.kind, e.deployment_id, NULL) AND e.state = 'open')"
+          + "   AS shared_open"
+          + " FROM rollcall.instances i WHERE i.id = $1";
+
+  /** A claim's look through its transactions: the first look, then the epochs' locks. */
+  private Uni<ClaimResult> lookInTransactions(Caller caller, int maxRuns) {
     RunSource source = sources.get(caller.namespace());
     // Each transaction of a claim takes a permit of the gate for as long as it holds a pooled
     // connection, and no longer: a claim waiting for work, or for its turn at an epoch's lock,
@@ -371,6 +434,14 @@ public class ClaimService {
                     .findBoot(conn, caller.namespace(), caller.deploymentId())
                     .chain(
                         found -> {
+                          // Read from the row: closed for good (not the view of a pass switched
+                          // off, which an operator may switch on again).
+                          found
+                              .filter(boot -> !boot.open())
+                              .ifPresent(
+                                  boot ->
+                                      closedEpochs.addBoot(
+                                          caller.namespace(), caller.deploymentId(), boot.id()));
                           if (on && found.isEmpty()) {
                             // The deploy's first claim: the epoch is created in a transaction of
                             // its own (openBoot), so concurrent first claims wait for that alone.

@@ -35,10 +35,11 @@ import org.junit.jupiter.api.Test;
  * Service load with default settings against the packaged service: {@code bench.instances}
  * simulated instances (1 000) heartbeating every 3 s, plus {@code bench.claimers} (64) claimers
  * running boot passes, each claiming {@code bench.claim-runs} (500) runs every {@code
- * bench.claim-ms} (1 000; 0: back to back), for {@code bench.seconds} (30). Prints throughput,
- * p50/p99 latency, errors and the service's resident memory. All traffic on loopback; bounded in
- * time. Run with {@code ./mvnw -B verify -Pbench -Dtest=none
- * -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=LoadBenchmarkIT}.
+ * bench.claim-ms} (1 000; 0: back to back), for {@code bench.seconds} (30); with {@code
+ * bench.idle-look-ms} set, each instance also sends an idle claim every that many ms, as a client
+ * whose pass is over looks from its held idle claim. Prints throughput, p50/p99 latency, errors and
+ * the service's resident memory. All traffic on loopback; bounded in time. Run with {@code ./mvnw
+ * -B verify -Pbench -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=LoadBenchmarkIT}.
  */
 @Tag("benchmark")
 class LoadBenchmarkIT {
@@ -102,6 +103,18 @@ class LoadBenchmarkIT {
                 .setMaxPoolSize(Integer.getInteger("bench.connections", 256))
                 .setMaxWaitQueueSize(-1));
     ScheduledExecutorService beats = Executors.newScheduledThreadPool(4);
+    // -Dbench.idle-look-ms=P: each fleet instance also sends an idle claim answered at once
+    // (waitMs 0) every P ms, open loop: the look a client's held idle claim makes when it starts
+    // and when its hold ends (every 20 s per instance, so P = 10 000 is a fleet of clients). The
+    // fleet's pass is worked to its end first, as it is when a deploy's clients go idle.
+    long idleLookMs = Long.getLong("bench.idle-look-ms", 0);
+    ConcurrentLinkedQueue<Long> idleLookLatencies = new ConcurrentLinkedQueue<>();
+    Map<String, Integer> idleAnswers = new ConcurrentHashMap<>();
+    if (idleLookMs > 0) {
+      Instance drainer = api.register(SourceTables.SMALL, "fleet", "fleet-pass");
+      api.drain(drainer, 5000);
+      api.leave(drainer).expect(204);
+    }
     ExecutorService registrars = Executors.newFixedThreadPool(16);
     long registering = System.nanoTime();
     List<java.util.concurrent.Future<?>> registered = new ArrayList<>();
@@ -117,49 +130,53 @@ class LoadBenchmarkIT {
                         .setURI("/instances/" + instance.id() + "/heartbeat")
                         .putHeader("Authorization", "Bearer " + instance.token())
                         .setTimeout(30_000);
-                long first =
-                    System.nanoTime() + ThreadLocalRandom.current().nextLong(periodMs) * 1_000_000;
-                AtomicLong k = new AtomicLong();
-                beats.scheduleAtFixedRate(
-                    () -> {
-                      long due = first + k.getAndIncrement() * periodMs * 1_000_000;
-                      if (due > window.get(1)) {
-                        return;
-                      }
-                      boolean counted = due >= window.get(0);
-                      http.request(beat)
-                          .compose(
-                              request ->
-                                  request.send().compose(r -> r.body().map(body -> r.statusCode())))
-                          .onComplete(
-                              reply -> {
-                                if (!counted) {
-                                  return;
-                                }
-                                long ms = (System.nanoTime() - due) / 1_000_000;
-                                heartbeatMs.add(ms);
-                                if (ms > 250) {
-                                  // When in the window the slow ones were due, by second.
-                                  slowBySecond.merge(
-                                      (int) ((due - window.get(0)) / 1_000_000_000L),
-                                      1,
-                                      Integer::sum);
-                                }
-                                if (reply.failed()) {
-                                  error(
-                                      errorsByKind,
-                                      "heartbeat " + reply.cause().getClass().getSimpleName());
-                                } else if (reply.result() == 410) {
-                                  leasesLost.incrementAndGet();
-                                  error(errorsByKind, "heartbeat 410");
-                                } else if (reply.result() != 200) {
-                                  error(errorsByKind, "heartbeat " + reply.result());
-                                }
-                              });
-                    },
-                    Math.max(0, first - System.nanoTime()),
-                    periodMs * 1_000_000,
-                    TimeUnit.NANOSECONDS);
+                openLoop(
+                    beats,
+                    periodMs,
+                    window,
+                    (due, counted) ->
+                        http.request(beat)
+                            .compose(
+                                request ->
+                                    request
+                                        .send()
+                                        .compose(r -> r.body().map(body -> r.statusCode())))
+                            .onComplete(
+                                reply -> {
+                                  if (!counted) {
+                                    return;
+                                  }
+                                  long ms = (System.nanoTime() - due) / 1_000_000;
+                                  heartbeatMs.add(ms);
+                                  if (ms > 250) {
+                                    // When in the window the slow ones were due, by second.
+                                    slowBySecond.merge(
+                                        (int) ((due - window.get(0)) / 1_000_000_000L),
+                                        1,
+                                        Integer::sum);
+                                  }
+                                  if (reply.failed()) {
+                                    error(
+                                        errorsByKind,
+                                        "heartbeat " + reply.cause().getClass().getSimpleName());
+                                  } else if (reply.result() == 410) {
+                                    leasesLost.incrementAndGet();
+                                    error(errorsByKind, "heartbeat 410");
+                                  } else if (reply.result() != 200) {
+                                    error(errorsByKind, "heartbeat " + reply.result());
+                                  }
+                                }));
+                if (idleLookMs > 0) {
+                  lookEvery(
+                      instance,
+                      idleLookMs,
+                      http,
+                      beats,
+                      window,
+                      idleLookLatencies,
+                      idleAnswers,
+                      errorsByKind);
+                }
                 return null;
               }));
     }
@@ -324,6 +341,7 @@ class LoadBenchmarkIT {
             + " p50 %d ms, p99 %d ms; later %d, p50 %d ms, p99 %d ms%n"
             + "  claims over 100 ms, by the claimer's claim of its deploy and the answer: %s;"
             + " by second of the 5 s deploy slot they were due in: %s%n"
+            + "  idle looks  %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%s; answers %s)%n"
             + "  service RSS %d MiB at most%n"
             + "  load average %s%n%n",
         instanceCount,
@@ -376,8 +394,99 @@ class LoadBenchmarkIT {
         percentile(laterClaimMs, 0.99),
         new java.util.TreeMap<>(slowClaims),
         new java.util.TreeMap<>(slowClaimsBySlotSecond),
+        idleLookLatencies.size(),
+        idleLookLatencies.size() / (double) seconds,
+        percentile(idleLookLatencies, 0.50),
+        percentile(idleLookLatencies, 0.99),
+        idleLookMs > 0
+            ? "each fleet instance every " + idleLookMs + " ms, open loop: from when due"
+            : "off: -Dbench.idle-look-ms",
+        new java.util.TreeMap<>(idleAnswers),
         rss,
         loadAverage());
+  }
+
+  /**
+   * Sends the instance's idle claim (answered at once: {@code waitMs} 0) every {@code everyMs},
+   * open loop from a random phase; those due inside the window count, from when they were due.
+   */
+  private static void lookEvery(
+      Instance instance,
+      long everyMs,
+      HttpClient http,
+      ScheduledExecutorService timer,
+      AtomicLongArray window,
+      ConcurrentLinkedQueue<Long> latencies,
+      Map<String, Integer> answers,
+      Map<String, AtomicLong> errors) {
+    RequestOptions look =
+        new RequestOptions()
+            .setMethod(HttpMethod.POST)
+            .setURI("/recovery/claim")
+            .putHeader("Authorization", "Bearer " + instance.token())
+            .putHeader("Content-Type", "application/json")
+            .setTimeout(30_000);
+    io.vertx.core.buffer.Buffer body =
+        io.vertx.core.buffer.Buffer.buffer("{\"maxRuns\":500,\"waitMs\":0,\"idle\":true}");
+    openLoop(
+        timer,
+        everyMs,
+        window,
+        (due, counted) ->
+            http.request(look)
+                .compose(
+                    request ->
+                        request
+                            .send(body)
+                            .compose(r -> r.body().map(b -> Map.entry(r.statusCode(), b))))
+                .onComplete(
+                    reply -> {
+                      if (!counted) {
+                        return;
+                      }
+                      latencies.add((System.nanoTime() - due) / 1_000_000);
+                      if (reply.failed()) {
+                        error(errors, "idle look " + reply.cause().getClass().getSimpleName());
+                      } else if (reply.result().getKey() != 200) {
+                        error(errors, "idle look " + reply.result().getKey());
+                      } else {
+                        answers.merge(
+                            status(reply.result().getValue().toString()), 1, Integer::sum);
+                      }
+                    }));
+  }
+
+  /**
+   * Sends something every {@code everyMs} from a random phase, open loop: each send is due at a
+   * fixed time whatever the ones before it are doing, and is told that time and whether it falls
+   * inside the measured window (sends due after the window are not made).
+   */
+  private static void openLoop(
+      ScheduledExecutorService timer,
+      long everyMs,
+      AtomicLongArray window,
+      java.util.function.BiConsumer<Long, Boolean> send) {
+    long first = System.nanoTime() + ThreadLocalRandom.current().nextLong(everyMs) * 1_000_000;
+    AtomicLong k = new AtomicLong();
+    timer.scheduleAtFixedRate(
+        () -> {
+          long due = first + k.getAndIncrement() * everyMs * 1_000_000;
+          if (due <= window.get(1)) {
+            send.accept(due, due >= window.get(0));
+          }
+        },
+        Math.max(0, first - System.nanoTime()),
+        everyMs * 1_000_000,
+        TimeUnit.NANOSECONDS);
+  }
+
+  /** A claim answer's status ("done", "wait", "batch"). */
+  private static String status(String json) {
+    try {
+      return Api.JSON.readTree(json).path("status").asText("?");
+    } catch (java.io.IOException e) {
+      return "unreadable";
+    }
   }
 
   /** The service's request and flush metrics; empty if it cannot answer (reported as 0). */
