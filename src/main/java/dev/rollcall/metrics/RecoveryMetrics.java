@@ -107,6 +107,20 @@ public class RecoveryMetrics {
         .increment();
   }
 
+  /**
+   * A claim of a deploy whose pass this replica had read closed was answered "done" from one read,
+   * without a claim's transactions.
+   */
+  public void passOver(String namespace) {
+    Counter.builder("rollcall.claims.pass.over")
+        .description(
+            "Claims of a deploy whose pass was known closed, answered done from one read instead"
+                + " of a claim's transactions")
+        .tag("namespace", namespace)
+        .register(registry)
+        .increment();
+  }
+
   /** A sweep claim cut short by the sweep's rate bound. */
   public void scanFull(String namespace) {
     Counter.builder("rollcall.claims.scan.full")

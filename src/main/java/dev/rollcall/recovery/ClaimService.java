@@ -318,9 +318,11 @@ public class ClaimService {
                 closedEpochs.forgetBoot(caller.namespace(), caller.deploymentId(), bootEpochId);
                 return Optional.<ClaimResult>empty();
               }
-              return r.getBoolean("live") && !r.getBoolean("shared_open")
-                  ? Optional.<ClaimResult>of(new ClaimResult.Done(bootEpochId))
-                  : Optional.<ClaimResult>empty();
+              if (!r.getBoolean("live") || r.getBoolean("shared_open")) {
+                return Optional.<ClaimResult>empty();
+              }
+              metrics.passOver(caller.namespace());
+              return Optional.<ClaimResult>of(new ClaimResult.Done(bootEpochId));
             });
   }
 

@@ -13,6 +13,9 @@ import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import jakarta.inject.Inject;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.List;
@@ -31,6 +34,8 @@ import org.junit.jupiter.api.Test;
  */
 @ServiceTest
 class PassOverTest extends ApiTestBase {
+
+  @Inject MeterRegistry meters;
 
   private final String ns = SourceTables.SMALL;
   private String deploy;
@@ -66,6 +71,7 @@ class PassOverTest extends ApiTestBase {
   @Test
   void aClaimOfAFinishedDeployIsAnsweredWithoutAClaimTransaction() throws Exception {
     Instance late = api.register(ns, deploy, "late");
+    double answered = passOver();
     try (Connection row =
         Db.holding("SELECT 1 FROM rollcall.instances WHERE id = ? FOR UPDATE", late.id())) {
       CompletableFuture<Api.Reply> answer =
@@ -75,6 +81,12 @@ class PassOverTest extends ApiTestBase {
       assertEquals(bootEpoch(), reply.body().path("epochId").asLong());
       row.rollback();
     }
+    assertEquals(answered + 1, passOver(), "rollcall_claims_pass_over_total counts the answer");
+  }
+
+  private double passOver() {
+    Counter c = meters.find("rollcall.claims.pass.over").tag("namespace", ns).counter();
+    return c == null ? 0 : c.count();
   }
 
   @Test
