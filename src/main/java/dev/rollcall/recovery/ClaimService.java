@@ -254,7 +254,7 @@ public class ClaimService {
    * one look instead of one each.
    */
   private Uni<ClaimResult> look(Caller caller, int maxRuns, long wokenTogether) {
-    String deploy = caller.namespace() + '\n' + caller.deploymentId();
+    String deploy = ClosedEpochs.deploy(caller.namespace(), caller.deploymentId());
     LookUnderWay under = looks.get(deploy);
     if (wokenTogether != 0 && under != null && under.started() - wokenTogether >= 0) {
       return under
@@ -328,14 +328,14 @@ public class ClaimService {
 
   /**
    * {@link #passOver}'s read: $1 the instance, $2 its namespace, $3 its deploy's closed boot epoch.
-   * The shared epochs are those {@link Epochs#openShared} reads (the partial index of open epochs).
+   * The shared epochs are those {@link Epochs#openShared} reads ({@link Epochs#OPEN_SHARED}).
    */
   static final String PASS_OVER =
       "SELECT rollcall.is_live(i.state, i.lease_expires_at) AS live,"
           + " EXISTS (SELECT 1 FROM rollcall.epochs b WHERE b.id = $3) AS kept,"
-          + " EXISTS (SELECT 1 FROM rollcall.epochs e WHERE e.namespace = $2"
-          + "   AND rollcall.serves(e.kind, e.deployment_id, NULL) AND e.state = 'open')"
-          + "   AS shared_open"
+          + " EXISTS (SELECT 1 FROM rollcall.epochs WHERE namespace = $2 AND "
+          + Epochs.OPEN_SHARED
+          + ") AS shared_open"
           + " FROM rollcall.instances i WHERE i.id = $1";
 
   /** A claim's look through its transactions: the first look, then the epochs' locks. */

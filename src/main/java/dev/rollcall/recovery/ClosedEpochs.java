@@ -62,7 +62,8 @@ final class ClosedEpochs {
     boots.remove(deploy(namespace, deploymentId), epochId);
   }
 
-  private static String deploy(String namespace, String deploymentId) {
+  /** A deploy's key in memory, by namespace and deploy (also the key of ClaimService's looks). */
+  static String deploy(String namespace, String deploymentId) {
     return namespace + '\n' + deploymentId;
   }
 }

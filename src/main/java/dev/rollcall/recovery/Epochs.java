@@ -102,6 +102,13 @@ public class Epochs {
   }
 
   /**
+   * The epochs of a namespace that every instance serves and that are open (takeovers, sweeps,
+   * manual passes), as a condition on an unaliased {@code rollcall.epochs}: the partial index of
+   * open epochs answers it.
+   */
+  static final String OPEN_SHARED = "rollcall.serves(kind, deployment_id, NULL) AND state = 'open'";
+
+  /**
    * The open epochs of a namespace that every instance serves, in the order claims serve them:
    * takeovers first (oldest first), then sweeps and manual passes.
    */
@@ -112,9 +119,9 @@ public class Epochs {
                 + Epoch.COLUMNS
                 // No deployment: the epochs every instance serves; the caller adds its own
                 // deploy's boot epoch (ClaimService).
-                + " FROM rollcall.epochs WHERE namespace = $1"
-                + " AND rollcall.serves(kind, deployment_id, NULL)"
-                + " AND state = 'open' ORDER BY (kind = 'takeover') DESC, id")
+                + " FROM rollcall.epochs WHERE namespace = $1 AND "
+                + OPEN_SHARED
+                + " ORDER BY (kind = 'takeover') DESC, id")
         .execute(Tuple.of(namespace))
         .map(
             rows -> {

@@ -145,11 +145,31 @@ class EndToEndIT {
         }
         return List.of(kills, sigterms, combined).stream().filter(m -> m.rounds() > 0).toList();
       } finally {
+        System.out.printf(
+            "  Rollcall (%s): claims answered done from one read of a pass known closed (the"
+                + " service replicas still running; rollcall_claims_pass_over_total): %s%n",
+            wiring, passOverAnswers(services));
         cluster.close();
         for (ServiceProcess p : services) {
           p.close();
         }
       }
+    }
+  }
+
+  /** The sum of a counter over the service replicas, or why it could not be read. */
+  private static String passOverAnswers(List<ServiceProcess> services) {
+    try {
+      double sum = 0;
+      for (ServiceProcess p : services) {
+        sum +=
+            p.metrics("rollcall_claims_pass_over_total", List.of()).values().stream()
+                .mapToDouble(Double::doubleValue)
+                .sum();
+      }
+      return String.format("%.0f", sum);
+    } catch (RuntimeException e) {
+      return "not read (" + e.getMessage() + ")";
     }
   }
 
