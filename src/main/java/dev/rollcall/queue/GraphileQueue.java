@@ -2,6 +2,7 @@ package dev.rollcall.queue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.rollcall.registry.Liveness;
 import dev.rollcall.sql.Sql;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
@@ -53,8 +54,9 @@ public final class GraphileQueue implements QueueLocks {
     return "EXISTS (SELECT 1 FROM rollcall.ownership_messages m"
         + " JOIN rollcall.instances i ON i.id = m.instance_id WHERE m.namespace = "
         + ns
-        + " AND m.message_id IN (j.key, j.payload ->> 'messageId')"
-        + " AND rollcall.is_live(i.state, i.lease_expires_at))";
+        + " AND m.message_id IN (j.key, j.payload ->> 'messageId') AND "
+        + Liveness.liveById("i.")
+        + ")";
   }
 
   private final String namespace;
@@ -245,8 +247,9 @@ public final class GraphileQueue implements QueueLocks {
                     // or a message it could not tell) may be executing this very job.
                     + " AND NOT EXISTS (SELECT 1 FROM rollcall.ownership o"
                     + "   JOIN rollcall.instances i ON i.id = o.instance_id WHERE o.namespace = $1"
-                    + "   AND o.run_id = rollcall.engine_job_run_id(j.payload)"
-                    + "   AND rollcall.is_live(i.state, i.lease_expires_at))"
+                    + "   AND o.run_id = rollcall.engine_job_run_id(j.payload) AND "
+                    + Liveness.liveById("i.")
+                    + ")"
                     + " FOR UPDATE OF j SKIP LOCKED",
                 Tuple.of(namespace, taskIdentifiers.toArray(String[]::new), fence.toMillis())));
   }

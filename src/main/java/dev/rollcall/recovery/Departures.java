@@ -5,6 +5,7 @@ import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InFlight;
 import dev.rollcall.registry.InstanceService;
 import dev.rollcall.registry.InstanceService.Departure;
+import dev.rollcall.registry.Liveness;
 import dev.rollcall.registry.Ownership;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -53,7 +54,8 @@ public class Departures {
             conn.preparedQuery(
                     "UPDATE rollcall.instances SET lease_expires_at = least(lease_expires_at,"
                         + " now() + $2::bigint * interval '1 millisecond')"
-                        + " WHERE id = $1 AND rollcall.is_live(state, lease_expires_at)"
+                        + " WHERE id = $1 AND "
+                        + Liveness.liveById("")
                         + " RETURNING id")
                 .execute(Tuple.of(caller.instanceId(), graceMs))
                 .chain(

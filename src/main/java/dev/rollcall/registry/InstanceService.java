@@ -231,6 +231,30 @@ public class InstanceService {
   public record Heartbeat(
       OffsetDateTime leaseExpiresAt, boolean recoveryPending, Optional<Long> recheckAfterMs) {}
 
+  /**
+   * A flush of heartbeats: renews the leases of the live instances among {@code $1}, by the
+   * database's clock, and answers each one's {@code recovery_pending} and {@code
+   * peer_expires_in_ms}. Its rows are found by id ({@link Liveness}), so a flush reads the
+   * instances it renews, not the fleet ({@code LivenessPlanTest}).
+   */
+  static final String RENEW =
+      "UPDATE rollcall.instances i SET last_heartbeat_at = now(),"
+          + " lease_expires_at = now() + $2::bigint * interval '1 millisecond',"
+          // Queue workers found since registration join those it has (a process names each
+          // worker once it sees it): never replaced, never more than $5.
+          + " worker_ids = i.worker_ids || ARRAY(SELECT n.w FROM (SELECT DISTINCT u.w"
+          + "   FROM unnest($3::uuid[], $4::text[]) AS u(owner, w)"
+          + "   WHERE u.owner = i.id AND u.w <> ALL(i.worker_ids)) n"
+          + "   ORDER BY n.w LIMIT greatest(0, $5 - cardinality(i.worker_ids)))"
+          + " FROM (SELECT DISTINCT b.id FROM unnest($1::uuid[]) AS b(id)) b"
+          + " WHERE i.id = b.id AND "
+          + Liveness.liveById("i.")
+          + " RETURNING i.id, i.lease_expires_at, cardinality(i.worker_ids) AS workers, "
+          + RECOVERY_PENDING
+          + " AS recovery_pending, "
+          + PEER_EXPIRES_IN_MS
+          + " AS peer_expires_in_ms";
+
   /** Heartbeats of this replica waiting for a flush now. */
   int heartbeatsWaiting() {
     return beats.waiting();
@@ -346,22 +370,7 @@ public class InstanceService {
     }
     // Rows are locked in the order of the join, one flush at a time per row: beats of one
     // instance never meet in two flushes of this replica unless its client sent them at once.
-    return conn.preparedQuery(
-            "UPDATE rollcall.instances i SET last_heartbeat_at = now(),"
-                + " lease_expires_at = now() + $2::bigint * interval '1 millisecond',"
-                // Queue workers found since registration join those it has (a process names each
-                // worker once it sees it): never replaced, never more than $5.
-                + " worker_ids = i.worker_ids || ARRAY(SELECT n.w FROM (SELECT DISTINCT u.w"
-                + "   FROM unnest($3::uuid[], $4::text[]) AS u(owner, w)"
-                + "   WHERE u.owner = i.id AND u.w <> ALL(i.worker_ids)) n"
-                + "   ORDER BY n.w LIMIT greatest(0, $5 - cardinality(i.worker_ids)))"
-                + " FROM (SELECT DISTINCT b.id FROM unnest($1::uuid[]) AS b(id)) b"
-                + " WHERE i.id = b.id AND rollcall.is_live(i.state, i.lease_expires_at)"
-                + " RETURNING i.id, i.lease_expires_at, cardinality(i.worker_ids) AS workers, "
-                + RECOVERY_PENDING
-                + " AS recovery_pending, "
-                + PEER_EXPIRES_IN_MS
-                + " AS peer_expires_in_ms")
+    return conn.preparedQuery(RENEW)
         .execute(
             Tuple.tuple(
                 List.of(
@@ -496,19 +505,20 @@ public class InstanceService {
     ALREADY_LEFT
   }
 
+  /** Marks live instance {@code $1} as left; its row is found by id ({@link Liveness}). */
+  static final String MARK_LEFT =
+      "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
+          + " end_reason = 'left' WHERE id = $1 AND "
+          + Liveness.liveById("")
+          + " RETURNING id";
+
   /**
    * Marks a live instance as left, in the caller's transaction. Leaving twice is harmless; leaving
    * after the lease expired is refused like any act of a dead instance.
    */
   public Uni<Departure> markLeft(SqlClient conn, Caller caller) {
     return lockForEnd(conn, caller.instanceId())
-        .chain(
-            () ->
-                conn.preparedQuery(
-                        "UPDATE rollcall.instances SET state = 'left', ended_at = now(),"
-                            + " end_reason = 'left' WHERE id = $1"
-                            + " AND rollcall.is_live(state, lease_expires_at) RETURNING id")
-                    .execute(Tuple.of(caller.instanceId())))
+        .chain(() -> conn.preparedQuery(MARK_LEFT).execute(Tuple.of(caller.instanceId())))
         .chain(
             rows -> {
               if (rows.size() == 1) {

@@ -55,6 +55,16 @@ public class Ownership {
         .replaceWithVoid();
   }
 
+  /**
+   * The live owners of runs {@code $2} of namespace {@code $1}: read from the runs' ownership rows,
+   * their instances joined by id ({@link Liveness}), not from every live instance's rows.
+   */
+  static final String LIVE_OWNERS =
+      "SELECT o.run_id, o.instance_id FROM rollcall.ownership o"
+          + " JOIN rollcall.instances i ON i.id = o.instance_id"
+          + " WHERE o.namespace = $1 AND o.run_id = ANY($2::text[]) AND "
+          + Liveness.liveById("i.");
+
   /** The live owner of each of these runs that has one. */
   public Uni<Map<String, UUID>> liveOwners(
       SqlClient client, String namespace, Collection<String> runIds) {
@@ -62,11 +72,7 @@ public class Ownership {
       return Uni.createFrom().item(Map.of());
     }
     return client
-        .preparedQuery(
-            "SELECT o.run_id, o.instance_id FROM rollcall.ownership o"
-                + " JOIN rollcall.instances i ON i.id = o.instance_id"
-                + " WHERE o.namespace = $1 AND o.run_id = ANY($2::text[])"
-                + " AND rollcall.is_live(i.state, i.lease_expires_at)")
+        .preparedQuery(LIVE_OWNERS)
         .execute(Tuple.of(namespace, runIds.toArray(String[]::new)))
         .map(
             rows -> {
