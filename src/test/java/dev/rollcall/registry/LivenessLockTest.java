@@ -73,6 +73,61 @@ class LivenessLockTest extends ApiTestBase {
   }
 
   /**
+   * A heartbeat, a leave and an exiting leave that wait behind their instance's death (the death's
+   * transaction holds the row) are refused once the death commits, and renew nothing: the liveness
+   * of these by-id statements ({@link Liveness}) is part of the statement that acts on the row, so
+   * PostgreSQL checks it again on the row the death left.
+   */
+  @Test
+  void actsThatWaitBehindTheirInstancesDeathAreRefusedOnceItCommits() throws Exception {
+    for (String act : java.util.List.of("heartbeat", "leave", "exiting leave")) {
+      Instance i = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), act);
+      String leaseBefore =
+          Db.column("SELECT lease_expires_at::text FROM rollcall.instances WHERE id = ?", i.id())
+              .get(0);
+      CompletableFuture<Api.Reply> reply;
+      try (Connection death = Db.database().connect()) {
+        death.setAutoCommit(false);
+        try (PreparedStatement st =
+            death.prepareStatement(
+                "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
+                    + " end_reason = 'lease-expired' WHERE id = ?")) {
+          st.setObject(1, i.id());
+          assertEquals(1, st.executeUpdate());
+        }
+        reply =
+            CompletableFuture.supplyAsync(
+                () ->
+                    switch (act) {
+                      case "heartbeat" -> api.heartbeat(i);
+                      case "leave" -> api.leave(i);
+                      default -> api.exitingLeave(i, java.util.List.of());
+                    });
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (Db.number(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    + " AND query LIKE '%rollcall.instances%'")
+            == 0) {
+          assertFalse(reply.isDone(), act + " did not wait for the death: " + reply);
+          if (System.nanoTime() > deadline) {
+            throw new AssertionError(act + " never waited for the death's row lock");
+          }
+          Thread.sleep(20);
+        }
+        death.commit();
+      }
+      assertEquals(410, reply.get(10, TimeUnit.SECONDS).status(), act);
+      assertEquals(
+          java.util.List.of("dead", leaseBefore),
+          Db.column(
+              "SELECT unnest(ARRAY[state, lease_expires_at::text]) FROM rollcall.instances"
+                  + " WHERE id = ?",
+              i.id()),
+          act + " changed nothing");
+    }
+  }
+
+  /**
    * Starts ending {@code i} (its death or eviction) while a claim of it holds its liveness check:
    * the end must wait for the claim, and go through once the claim commits.
    */
