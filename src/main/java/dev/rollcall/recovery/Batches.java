@@ -1,6 +1,7 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.source.RunSource;
+import dev.rollcall.sql.InOrder;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
@@ -381,21 +382,20 @@ public class Batches {
    * instance in the namespace lease them. Takeovers are handed out this way.
    */
   public Uni<Integer> ready(SqlClient client, Epoch epoch, List<HandedOutRun> runs, int size) {
-    Uni<Integer> chain = Uni.createFrom().item(0);
+    List<List<HandedOutRun>> parts = new ArrayList<>();
     for (int from = 0; from < runs.size(); from += size) {
-      List<HandedOutRun> part = runs.subList(from, Math.min(runs.size(), from + size));
-      chain =
-          chain.chain(
-              n ->
-                  client
-                      .preparedQuery(
-                          "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, run_count)"
-                              + " VALUES ($1, 'ready', 0, 0, $2) RETURNING id")
-                      .execute(Tuple.of(epoch.id(), part.size()))
-                      .chain(rows -> insertRuns(client, rows.iterator().next().getLong("id"), part))
-                      .map(ignored -> n + 1));
+      parts.add(runs.subList(from, Math.min(runs.size(), from + size)));
     }
-    return chain;
+    return InOrder.each(
+            parts,
+            part ->
+                client
+                    .preparedQuery(
+                        "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, run_count)"
+                            + " VALUES ($1, 'ready', 0, 0, $2) RETURNING id")
+                    .execute(Tuple.of(epoch.id(), part.size()))
+                    .chain(rows -> insertRuns(client, rows.iterator().next().getLong("id"), part)))
+        .replaceWith(parts.size());
   }
 
   private static Uni<Void> insertRuns(SqlClient client, long batchId, List<HandedOutRun> runs) {

@@ -1,6 +1,7 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.source.Snapshot;
+import dev.rollcall.sql.InOrder;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.RowSet;
@@ -382,23 +383,20 @@ public class Epochs {
   private Uni<List<Long>> closeEach(
       SqlClient client, RowSet<Row> rows, String reason, java.util.function.Consumer<Row> closed) {
     List<Long> done = new ArrayList<>();
-    Uni<Void> chain = Uni.createFrom().voidItem();
-    for (Row r : rows) {
-      long id = r.getLong("id");
-      chain =
-          chain.chain(
-              () ->
-                  close(client, id, reason)
-                      .invoke(
-                          now -> {
-                            if (now) {
-                              done.add(id);
-                              closed.accept(r);
-                            }
-                          })
-                      .replaceWithVoid());
-    }
-    return chain.map(ignored -> done);
+    List<Row> each = new ArrayList<>();
+    rows.forEach(each::add);
+    return InOrder.each(
+            each,
+            r ->
+                close(client, r.getLong("id"), reason)
+                    .invoke(
+                        now -> {
+                          if (now) {
+                            done.add(r.getLong("id"));
+                            closed.accept(r);
+                          }
+                        }))
+        .map(ignored -> done);
   }
 
   /**

@@ -89,31 +89,43 @@ final class Coalescer<I, O> {
   }
 
   private void run(List<Waiting<I, O>> batch) {
-    Uni<List<Outcome<O>>> flushed;
+    // Each flush ends once: with its outcomes, with its failure, or with what its function or the
+    // subscription to it threw (a StackOverflowError included). Without that last case the flush
+    // would keep its slot for ever, and once every slot was lost no heartbeat would be answered.
+    java.util.concurrent.atomic.AtomicBoolean ended =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    java.util.function.Consumer<Throwable> fail =
+        failure -> {
+          if (!ended.compareAndSet(false, true)) {
+            return;
+          }
+          finished();
+          for (Waiting<I, O> w : batch) {
+            deliver(w, Outcome.failed(failure));
+          }
+        };
     try {
-      flushed = flush.apply(batch.stream().map(Waiting::item).toList());
-    } catch (RuntimeException e) {
-      flushed = Uni.createFrom().failure(e);
+      flush
+          .apply(batch.stream().map(Waiting::item).toList())
+          .subscribe()
+          .with(
+              outcomes -> {
+                if (!ended.compareAndSet(false, true)) {
+                  return;
+                }
+                finished();
+                for (int k = 0; k < batch.size(); k++) {
+                  Outcome<O> outcome =
+                      k < outcomes.size()
+                          ? outcomes.get(k)
+                          : Outcome.failed(new IllegalStateException("the flush gave no answer"));
+                  deliver(batch.get(k), outcome);
+                }
+              },
+              fail);
+    } catch (RuntimeException | StackOverflowError e) {
+      fail.accept(e);
     }
-    flushed
-        .subscribe()
-        .with(
-            outcomes -> {
-              finished();
-              for (int k = 0; k < batch.size(); k++) {
-                Outcome<O> outcome =
-                    k < outcomes.size()
-                        ? outcomes.get(k)
-                        : Outcome.failed(new IllegalStateException("the flush gave no answer"));
-                deliver(batch.get(k), outcome);
-              }
-            },
-            failure -> {
-              finished();
-              for (Waiting<I, O> w : batch) {
-                deliver(w, Outcome.failed(failure));
-              }
-            });
   }
 
   /** A flush ended: the next one starts with what waited meanwhile. */

@@ -8,6 +8,7 @@ import dev.rollcall.error.Problems.Unauthorized;
 import dev.rollcall.error.Problems.UnknownNamespace;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.source.RunSources;
+import dev.rollcall.sql.InOrder;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -416,7 +417,7 @@ public class InstanceService {
       java.util.Map<UUID, Heartbeat> renewed,
       java.util.Map<UUID, DomainException> failures) {
     List<Coalescer.Outcome<Heartbeat>> outcomes = new java.util.ArrayList<>();
-    Uni<Void> reports = Uni.createFrom().voidItem();
+    List<Beat> reporting = new java.util.ArrayList<>();
     for (Beat b : flushed) {
       Heartbeat beat = renewed.get(b.caller().instanceId());
       if (beat == null) {
@@ -424,22 +425,25 @@ public class InstanceService {
         continue;
       }
       outcomes.add(Coalescer.Outcome.of(beat));
-      // In the renewal's transaction: a takeover (which locks the row FOR UPDATE)
-      // comes after these, and releases what they wrote.
-      reports =
-          reports
-              .chain(
-                  () ->
-                      b.session()
-                          .map(r -> sessions.record(conn, b.caller().instanceId(), r))
-                          .orElse(Uni.createFrom().voidItem()))
-              .chain(
-                  () ->
-                      b.inFlight()
-                          .map(set -> ownership.replace(conn, b.caller(), set))
-                          .orElse(Uni.createFrom().voidItem()));
+      if (b.session().isPresent() || b.inFlight().isPresent()) {
+        reporting.add(b);
+      }
     }
-    return reports.replaceWith(outcomes);
+    // In the renewal's transaction: a takeover (which locks the row FOR UPDATE) comes after these,
+    // and releases what they wrote. One beat after another, in constant stack depth: a flush holds
+    // up to MAX_BEATS_PER_FLUSH of them.
+    return InOrder.each(
+            reporting,
+            b ->
+                b.session()
+                    .map(r -> sessions.record(conn, b.caller().instanceId(), r))
+                    .orElse(Uni.createFrom().voidItem())
+                    .chain(
+                        () ->
+                            b.inFlight()
+                                .map(set -> ownership.replace(conn, b.caller(), set))
+                                .orElse(Uni.createFrom().voidItem())))
+        .replaceWith(outcomes);
   }
 
   /**

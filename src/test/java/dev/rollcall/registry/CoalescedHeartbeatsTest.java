@@ -145,6 +145,94 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
     }
   }
 
+  /**
+   * A full flush (InstanceService.MAX_BEATS_PER_FLUSH beats) is answered and renews every instance.
+   * Its per-beat statements were a chain built in a loop; a flush this size overflowed the stack of
+   * the event loop that subscribed to it, the flush never answered, and its slot was never freed.
+   */
+  @Test
+  void aFullFlushIsAnsweredAndRenewsEveryInstance() throws Exception {
+    int many = InstanceService.MAX_BEATS_PER_FLUSH;
+    List<Instance> holders = new ArrayList<>();
+    for (int k = 0; k < 4; k++) {
+      holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
+    }
+    String deploy = "full-flush-" + UUID.randomUUID();
+    List<UUID> ids =
+        Db.column(
+                "INSERT INTO rollcall.instances (id, namespace, deployment_id, name, token_hash,"
+                    + " lease_expires_at) SELECT gen_random_uuid(), ?, ?, 'beat-' || g,"
+                    + " sha256(gen_random_uuid()::text::bytea), now() + interval '20 seconds'"
+                    + " FROM generate_series(1, ?) g RETURNING id",
+                SourceTables.SMALL,
+                deploy,
+                many)
+            .stream()
+            .map(UUID::fromString)
+            .toList();
+    long flushesBefore = flushes().count();
+    ExecutorService senders = Executors.newFixedThreadPool(4);
+    List<CompletableFuture<InstanceService.Heartbeat>> beats = new ArrayList<>();
+    try (Connection lock = Db.database().connect()) {
+      // The four holders' beats keep every flush waiting for their rows, so that all the others
+      // wait for the next flush, which takes them all.
+      lock.setAutoCommit(false);
+      try (PreparedStatement st =
+          lock.prepareStatement("SELECT 1 FROM rollcall.instances WHERE id = ANY(?) FOR UPDATE")) {
+        st.setArray(
+            1, lock.createArrayOf("uuid", holders.stream().map(Instance::id).toArray(UUID[]::new)));
+        st.executeQuery().close();
+      }
+      List<CompletableFuture<Api.Reply>> held = new ArrayList<>();
+      for (Instance h : holders) {
+        held.add(CompletableFuture.supplyAsync(() -> api.heartbeat(h), senders));
+      }
+      Poll.until(
+          "the four flushes wait for the held rows",
+          Duration.ofSeconds(10),
+          () ->
+              Db.number(
+                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                          + " AND query LIKE 'UPDATE rollcall.instances i SET last_heartbeat_at%'")
+                  == 4);
+      for (UUID id : ids) {
+        beats.add(
+            instances
+                .heartbeat(
+                    new Caller(id, SourceTables.SMALL, deploy),
+                    java.util.Optional.empty(),
+                    java.util.Optional.empty(),
+                    List.of())
+                .subscribeAsCompletionStage());
+      }
+      assertEquals(many, instances.heartbeatsWaiting());
+      lock.rollback();
+      for (CompletableFuture<Api.Reply> h : held) {
+        h.get(10, TimeUnit.SECONDS).expect(200);
+      }
+    } finally {
+      senders.shutdownNow();
+    }
+
+    for (CompletableFuture<InstanceService.Heartbeat> b : beats) {
+      b.get(30, TimeUnit.SECONDS);
+    }
+    assertEquals(
+        many,
+        Db.number(
+            "SELECT count(*) FROM rollcall.instances WHERE deployment_id = ?"
+                + " AND last_heartbeat_at > registered_at",
+            deploy),
+        "every instance renewed");
+    HistogramSnapshot after = flushes();
+    assertEquals(5, after.count() - flushesBefore, "four held flushes, then one for the rest");
+    assertEquals(many, after.max(), "the waiting beats went together");
+    // Those instances must not outlive the test as a live fleet.
+    Db.update(
+        "UPDATE rollcall.instances SET state = 'left', ended_at = now() WHERE deployment_id = ?",
+        deploy);
+  }
+
   @Test
   void aHeartbeatChosenAsADeadlockVictimIsRetried() throws Exception {
     Instance i = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "victim");

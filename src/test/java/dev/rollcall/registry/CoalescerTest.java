@@ -7,11 +7,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.registry.Coalescer.Outcome;
 import io.smallrye.mutiny.Uni;
+import io.smallrye.mutiny.operators.AbstractUni;
 import io.smallrye.mutiny.subscription.UniEmitter;
+import io.smallrye.mutiny.subscription.UniSubscriber;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -158,6 +161,34 @@ class CoalescerTest {
     assertInstanceOf(IllegalArgumentException.class, e.getCause());
     assertEquals("ok 2", submit(c, 2).get());
     assertTrue(seen.size() == 2);
+  }
+
+  /**
+   * A flush whose subscription overflows the stack (as a flush of 1 000 heartbeats chained in a
+   * loop did on an event loop) fails its items and frees its slot: the next flush runs. Before, the
+   * error escaped to the event loop, the slot was never freed, and no heartbeat was answered again.
+   */
+  @Test
+  void aFlushWhoseSubscriptionOverflowsTheStackFailsItsItemsAndFreesItsSlot() throws Exception {
+    Coalescer<Integer, String> c =
+        new Coalescer<>(
+            1,
+            10,
+            items ->
+                items.contains(1)
+                    ? new AbstractUni<List<Outcome<String>>>() {
+                      @Override
+                      public void subscribe(UniSubscriber<? super List<Outcome<String>>> s) {
+                        throw new StackOverflowError("deep");
+                      }
+                    }
+                    : Uni.createFrom()
+                        .item(items.stream().map(i -> Outcome.of("ok " + i)).toList()));
+
+    ExecutionException e =
+        assertThrows(ExecutionException.class, () -> submit(c, 1).get(5, TimeUnit.SECONDS));
+    assertInstanceOf(StackOverflowError.class, e.getCause());
+    assertEquals("ok 2", submit(c, 2).get(5, TimeUnit.SECONDS));
   }
 
   @Test
