@@ -77,6 +77,10 @@ class LoadBenchmarkIT {
     AtomicLong leasesLost = new AtomicLong();
     AtomicLong peakRss = new AtomicLong();
     Map<Integer, Integer> slowBySecond = new ConcurrentHashMap<>();
+    // Heartbeat and claim latencies by the 10 s part of the window they were due in: a service
+    // still compiling its code when the window opens shows as a slower first part.
+    Map<Integer, ConcurrentLinkedQueue<Long>> beatsByPart = new ConcurrentHashMap<>();
+    Map<Integer, ConcurrentLinkedQueue<Long>> claimsByPart = new ConcurrentHashMap<>();
     // Counted claims over 100 ms, by what they were: the first claim of a claimer's instance
     // (it joins, or opens, its deploy's boot epoch) or a later one, and by the answer; and by the
     // second of the 5 s deploy slot they were due in (every 5 s each claimer joins a new deploy).
@@ -148,6 +152,7 @@ class LoadBenchmarkIT {
                                   }
                                   long ms = (System.nanoTime() - due) / 1_000_000;
                                   heartbeatMs.add(ms);
+                                  byPart(beatsByPart, window, due).add(ms);
                                   if (ms > 250) {
                                     // When in the window the slow ones were due, by second.
                                     slowBySecond.merge(
@@ -243,6 +248,7 @@ class LoadBenchmarkIT {
                 boolean counted = due >= window.get(0) && due < window.get(1);
                 if (counted) {
                   claimMs.add((answered - due) / 1_000_000);
+                  byPart(claimsByPart, window, due).add((answered - due) / 1_000_000);
                   claimSentLateMs.add(Math.max(0, sent - due) / 1_000_000);
                   claimFromSentMs.add((answered - sent) / 1_000_000);
                 }
@@ -301,6 +307,7 @@ class LoadBenchmarkIT {
     window.set(0, System.nanoTime());
     Map<String, Double> metricsAtStart = serviceMetrics(service);
     long[] cpuAtStart = {service.cpuMillis(), Cpu.postgres(), Cpu.self()};
+    Map<Long, Cpu.ThreadTime> threadsAtStart = service.threads();
     window.set(1, window.get(0) + TimeUnit.SECONDS.toNanos(seconds));
     ScheduledExecutorService sampler = Executors.newSingleThreadScheduledExecutor();
     sampler.scheduleAtFixedRate(
@@ -319,6 +326,10 @@ class LoadBenchmarkIT {
     double served = metrics.getOrDefault("http_server_requests_seconds_count" + beatUri, 0.0);
     double servedSeconds = metrics.getOrDefault("http_server_requests_seconds_sum" + beatUri, 0.0);
     long rss = Math.max(peakRss.get(), service.residentMiB());
+    // The service's JIT compilers during the window: seconds of CPU, C1 and C2.
+    Map<String, Long> byThread = Cpu.usedByName(threadsAtStart, service.threads());
+    double c1 = byThread.getOrDefault("C1 CompilerThre", 0L) / 1000.0;
+    double c2 = byThread.getOrDefault("C2 CompilerThre", 0L) / 1000.0;
     beats.shutdownNow();
     vertx.close();
     System.out.printf(
@@ -335,7 +346,10 @@ class LoadBenchmarkIT {
             + "  errors      %s%n"
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
             + " %.0f heartbeat transactions, %.1f heartbeats each%n"
-            + "  CPU         service %.2f, PostgreSQL %.2f, this driver %.2f cores over %.0f s%n"
+            + "  CPU         service %.2f, PostgreSQL %.2f, this driver %.2f cores over %.0f s;"
+            + " the service's JIT compilers %.2f s (C1 %.2f, C2 %.2f) of it%n"
+            + "  p99 by 10 s of the window the requests were due in: heartbeats %s ms, claims %s"
+            + " ms%n"
             + "  heartbeats over 250 ms, by second of the window they were due in: %s%n"
             + "  claims       first of their instance (joining or opening a deploy's pass) %d,"
             + " p50 %d ms, p99 %d ms; later %d, p50 %d ms, p99 %d ms%n"
@@ -385,6 +399,11 @@ class LoadBenchmarkIT {
         (Cpu.postgres() - cpuAtStart[1]) / 1000.0 / elapsed,
         (Cpu.self() - cpuAtStart[2]) / 1000.0 / elapsed,
         elapsed,
+        c1 + c2,
+        c1,
+        c2,
+        p99ByPart(beatsByPart),
+        p99ByPart(claimsByPart),
         new java.util.TreeMap<>(slowBySecond),
         firstClaimMs.size(),
         percentile(firstClaimMs, 0.50),
@@ -490,6 +509,19 @@ class LoadBenchmarkIT {
   }
 
   /** The service's request and flush metrics; empty if it cannot answer (reported as 0). */
+  /** The latencies of requests due in the same 10 s part of the window as {@code due}. */
+  private static ConcurrentLinkedQueue<Long> byPart(
+      Map<Integer, ConcurrentLinkedQueue<Long>> parts, AtomicLongArray window, long due) {
+    return parts.computeIfAbsent(
+        (int) ((due - window.get(0)) / 10_000_000_000L), k -> new ConcurrentLinkedQueue<>());
+  }
+
+  /** Each 10 s part's p99, in order: "[12, 9, 10]". */
+  private static String p99ByPart(Map<Integer, ConcurrentLinkedQueue<Long>> parts) {
+    return new java.util.TreeMap<>(parts)
+        .values().stream().map(q -> String.valueOf(percentile(q, 0.99))).toList().toString();
+  }
+
   private static Map<String, Double> serviceMetrics(ServiceProcess service) {
     Map<String, Double> m = new java.util.TreeMap<>();
     try {
