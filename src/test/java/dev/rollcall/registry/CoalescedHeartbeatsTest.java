@@ -42,6 +42,35 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
     return summary == null ? HistogramSnapshot.empty(0, 0, 0) : summary.takeSnapshot();
   }
 
+  /**
+   * Keeps every flush of the replica busy (rollcall.heartbeat-flushes is 4): {@code lock} takes the
+   * rows of the four {@code holders} in a transaction the caller ends, and each holder's beat waits
+   * for its row. Returns those four beats.
+   */
+  private List<CompletableFuture<Api.Reply>> holdEveryFlush(
+      Connection lock, List<Instance> holders, ExecutorService senders) throws Exception {
+    lock.setAutoCommit(false);
+    try (PreparedStatement st =
+        lock.prepareStatement("SELECT 1 FROM rollcall.instances WHERE id = ANY(?) FOR UPDATE")) {
+      st.setArray(
+          1, lock.createArrayOf("uuid", holders.stream().map(Instance::id).toArray(UUID[]::new)));
+      st.executeQuery().close();
+    }
+    List<CompletableFuture<Api.Reply>> held = new ArrayList<>();
+    for (Instance h : holders) {
+      held.add(CompletableFuture.supplyAsync(() -> api.heartbeat(h), senders));
+    }
+    Poll.until(
+        "the four flushes wait for the held rows",
+        Duration.ofSeconds(10),
+        () ->
+            Db.number(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        + " AND query LIKE 'UPDATE rollcall.instances i SET last_heartbeat_at%'")
+                == 4);
+    return held;
+  }
+
   @Test
   void beatsWaitingForAFlushAreRenewedTogetherEachWithItsOwnAnswer() throws Exception {
     ExecutorService senders = Executors.newFixedThreadPool(40);
@@ -76,26 +105,7 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
       CompletableFuture<Api.Reply> busyBeat;
       CompletableFuture<Api.Reply> ownerBeat;
       try (Connection lock = Db.database().connect()) {
-        lock.setAutoCommit(false);
-        try (PreparedStatement st =
-            lock.prepareStatement(
-                "SELECT 1 FROM rollcall.instances WHERE id = ANY(?) FOR UPDATE")) {
-          st.setArray(
-              1,
-              lock.createArrayOf("uuid", holders.stream().map(Instance::id).toArray(UUID[]::new)));
-          st.executeQuery().close();
-        }
-        for (Instance h : holders) {
-          held.add(CompletableFuture.supplyAsync(() -> api.heartbeat(h), senders));
-        }
-        Poll.until(
-            "the four flushes wait for the held rows",
-            Duration.ofSeconds(10),
-            () ->
-                Db.number(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                            + " AND query LIKE 'UPDATE rollcall.instances i SET last_heartbeat_at%'")
-                    == 4);
+        held.addAll(holdEveryFlush(lock, holders, senders));
         for (Instance p : plain) {
           plainBeats.add(CompletableFuture.supplyAsync(() -> api.heartbeat(p), senders));
         }
@@ -176,25 +186,7 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
     try (Connection lock = Db.database().connect()) {
       // The four holders' beats keep every flush waiting for their rows, so that all the others
       // wait for the next flush, which takes them all.
-      lock.setAutoCommit(false);
-      try (PreparedStatement st =
-          lock.prepareStatement("SELECT 1 FROM rollcall.instances WHERE id = ANY(?) FOR UPDATE")) {
-        st.setArray(
-            1, lock.createArrayOf("uuid", holders.stream().map(Instance::id).toArray(UUID[]::new)));
-        st.executeQuery().close();
-      }
-      List<CompletableFuture<Api.Reply>> held = new ArrayList<>();
-      for (Instance h : holders) {
-        held.add(CompletableFuture.supplyAsync(() -> api.heartbeat(h), senders));
-      }
-      Poll.until(
-          "the four flushes wait for the held rows",
-          Duration.ofSeconds(10),
-          () ->
-              Db.number(
-                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                          + " AND query LIKE 'UPDATE rollcall.instances i SET last_heartbeat_at%'")
-                  == 4);
+      List<CompletableFuture<Api.Reply>> held = holdEveryFlush(lock, holders, senders);
       for (UUID id : ids) {
         beats.add(
             instances
