@@ -1,7 +1,7 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.source.RunSource;
-import dev.rollcall.sql.InOrder;
+import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
@@ -386,8 +386,11 @@ public class Batches {
     for (int from = 0; from < runs.size(); from += size) {
       parts.add(runs.subList(from, Math.min(runs.size(), from + size)));
     }
-    return InOrder.each(
-            parts,
+    // A stream, not a chain built in a loop: constant stack depth however many parts.
+    return Multi.createFrom()
+        .iterable(parts)
+        .onItem()
+        .transformToUniAndConcatenate(
             part ->
                 client
                     .preparedQuery(
@@ -395,6 +398,8 @@ public class Batches {
                             + " VALUES ($1, 'ready', 0, 0, $2) RETURNING id")
                     .execute(Tuple.of(epoch.id(), part.size()))
                     .chain(rows -> insertRuns(client, rows.iterator().next().getLong("id"), part)))
+        .onItem()
+        .ignoreAsUni()
         .replaceWith(parts.size());
   }
 

@@ -1,7 +1,7 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.source.Snapshot;
-import dev.rollcall.sql.InOrder;
+import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.RowSet;
@@ -383,10 +383,11 @@ public class Epochs {
   private Uni<List<Long>> closeEach(
       SqlClient client, RowSet<Row> rows, String reason, java.util.function.Consumer<Row> closed) {
     List<Long> done = new ArrayList<>();
-    List<Row> each = new ArrayList<>();
-    rows.forEach(each::add);
-    return InOrder.each(
-            each,
+    // A stream, not a chain built in a loop: constant stack depth however many rows.
+    return Multi.createFrom()
+        .iterable(rows)
+        .onItem()
+        .transformToUniAndConcatenate(
             r ->
                 close(client, r.getLong("id"), reason)
                     .invoke(
@@ -396,6 +397,8 @@ public class Epochs {
                             closed.accept(r);
                           }
                         }))
+        .onItem()
+        .ignoreAsUni()
         .map(ignored -> done);
   }
 

@@ -8,7 +8,7 @@ import dev.rollcall.error.Problems.Unauthorized;
 import dev.rollcall.error.Problems.UnknownNamespace;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.source.RunSources;
-import dev.rollcall.sql.InOrder;
+import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -430,10 +430,13 @@ public class InstanceService {
       }
     }
     // In the renewal's transaction: a takeover (which locks the row FOR UPDATE) comes after these,
-    // and releases what they wrote. One beat after another, in constant stack depth: a flush holds
-    // up to MAX_BEATS_PER_FLUSH of them.
-    return InOrder.each(
-            reporting,
+    // and releases what they wrote. One beat after another as a stream, in constant stack depth: a
+    // chain built in a loop nests frames per beat, and a flush holds up to MAX_BEATS_PER_FLUSH
+    // (CoalescedHeartbeatsTest.aFullFlushIsAnsweredAndRenewsEveryInstance).
+    return Multi.createFrom()
+        .iterable(reporting)
+        .onItem()
+        .transformToUniAndConcatenate(
             b ->
                 b.session()
                     .map(r -> sessions.record(conn, b.caller().instanceId(), r))
@@ -443,6 +446,8 @@ public class InstanceService {
                             b.inFlight()
                                 .map(set -> ownership.replace(conn, b.caller(), set))
                                 .orElse(Uni.createFrom().voidItem())))
+        .onItem()
+        .ignoreAsUni()
         .replaceWith(outcomes);
   }
 
