@@ -19,6 +19,7 @@ import dev.rollcall.model.Batch;
 import dev.rollcall.model.BatchRepository;
 import dev.rollcall.model.EpochProgress;
 import dev.rollcall.model.EpochProgressRepository;
+import dev.rollcall.model.HandOutInFlight;
 import dev.rollcall.model.Instance;
 import dev.rollcall.model.InstanceRepository;
 import dev.rollcall.model.LedgerRow;
@@ -368,7 +369,10 @@ public class AdminService {
             });
   }
 
-  /** Everything the ledger knows about one run of a namespace, and its live owner. */
+  /**
+   * Everything the ledger knows about one run of a namespace, then its hand-outs in flight (a batch
+   * leased now: no ledger row until its outcome, so no id), and its live owner.
+   */
   @WithSession
   public Uni<RunLedger> run(String namespace, String runId) {
     sources.get(namespace);
@@ -378,24 +382,15 @@ public class AdminService {
                 + " where l.namespace = :ns and l.runId = :run order by l.id",
             run)
         .chain(
-            rows -> {
-              List<LedgerEntry> entries = new ArrayList<>();
-              for (Object[] r : rows) {
-                LedgerRow l = (LedgerRow) r[0];
-                entries.add(
-                    new LedgerEntry(
-                        l.id,
-                        l.epochId,
-                        (String) r[1],
-                        l.batchId,
-                        l.fence,
-                        l.instanceId,
-                        l.reason,
-                        l.outcome,
-                        l.detail,
-                        l.recordedAt,
-                        l.resolvedAt));
-              }
+            written ->
+                select(
+                        "select h, e.kind from HandOutInFlight h, EpochProgress e"
+                            + " where e.id = h.epochId and h.namespace = :ns and h.runId = :run"
+                            + " order by h.batchId",
+                        run)
+                    .map(inFlight -> entries(written, inFlight)))
+        .chain(
+            entries -> {
               return select(
                       "select o.instanceId, o.reportedAt from OwnedRun o"
                           + " join Instance i on i.id = o.instanceId"
@@ -411,6 +406,43 @@ public class AdminService {
                         return new RunLedger(runId, namespace, owner, entries);
                       });
             });
+  }
+
+  private static List<LedgerEntry> entries(List<Object[]> written, List<Object[]> inFlight) {
+    List<LedgerEntry> entries = new ArrayList<>(written.size() + inFlight.size());
+    for (Object[] r : written) {
+      LedgerRow l = (LedgerRow) r[0];
+      entries.add(
+          new LedgerEntry(
+              l.id,
+              l.epochId,
+              (String) r[1],
+              l.batchId,
+              l.fence,
+              l.instanceId,
+              l.reason,
+              l.outcome,
+              l.detail,
+              l.recordedAt,
+              l.resolvedAt));
+    }
+    for (Object[] r : inFlight) {
+      HandOutInFlight h = (HandOutInFlight) r[0];
+      entries.add(
+          new LedgerEntry(
+              null,
+              h.epochId,
+              (String) r[1],
+              h.batchId,
+              h.fence,
+              h.instanceId,
+              h.reason,
+              "leased",
+              h.detail,
+              h.recordedAt,
+              null));
+    }
+    return entries;
   }
 
   /** The rows of an HQL query in the current session. */

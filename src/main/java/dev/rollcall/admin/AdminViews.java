@@ -108,10 +108,11 @@ public final class AdminViews {
 
   /**
    * One ledger row. {@code epochId} and {@code epochKind} are null for a row recorded outside any
-   * epoch (a queue lock released as an orphan).
+   * epoch (a queue lock released as an orphan). {@code id} is null for a hand-out in flight
+   * (outcome {@code leased}): its row is written with its outcome.
    */
   public record LedgerEntry(
-      long id,
+      Long id,
       Long epochId,
       String epochKind,
       Long batchId,

@@ -86,17 +86,18 @@ public class Batches {
    * Rollcall stopped trying in this epoch (a later sweep reconsiders them).
    */
   public Uni<Void> abandon(SqlClient client, Claimable batch) {
-    return client
-        .preparedQuery(
-            "UPDATE rollcall.batches SET state = 'abandoned', completed_at = now()"
-                + " WHERE id = $1 AND fence = $2 AND state IN ('ready', 'leased')")
-        .execute(Tuple.of(batch.id(), batch.fence()))
+    // A ready batch was not handed out under its fence: it has no hand-outs to resolve.
+    Uni<Void> handOuts =
+        "leased".equals(batch.state())
+            ? Ledger.outcome(client, batch.id(), batch.fence(), "abandoned")
+            : Uni.createFrom().voidItem();
+    return handOuts
         .chain(
             () ->
                 client
                     .preparedQuery(
-                        "UPDATE rollcall.ledger SET outcome = 'abandoned', resolved_at = now()"
-                            + " WHERE batch_id = $1 AND fence = $2 AND outcome = 'leased'")
+                        "UPDATE rollcall.batches SET state = 'abandoned', completed_at = now()"
+                            + " WHERE id = $1 AND fence = $2 AND state IN ('ready', 'leased')")
                     .execute(Tuple.of(batch.id(), batch.fence())))
         .invoke(
             () -> LOG.warnf("batch %d abandoned after %d hand-outs", batch.id(), batch.attempts()))
@@ -109,6 +110,22 @@ public class Batches {
    * its fence is no longer current.
    */
   public Uni<LeasedBatch> relet(
+      SqlClient client,
+      RunSource source,
+      Epoch epoch,
+      Claimable batch,
+      UUID claimer,
+      long leaseMs) {
+    // The expired hand-outs take their claimer and lease time from the batch row: written before
+    // the row is re-let. A ready batch was not handed out under its fence.
+    Uni<Void> expired =
+        "leased".equals(batch.state())
+            ? Ledger.outcome(client, batch.id(), batch.fence(), "lease-expired")
+            : Uni.createFrom().voidItem();
+    return expired.chain(() -> leaseAgain(client, source, epoch, batch, claimer, leaseMs));
+  }
+
+  private Uni<LeasedBatch> leaseAgain(
       SqlClient client,
       RunSource source,
       Epoch epoch,
@@ -132,13 +149,7 @@ public class Batches {
                     "batch %d re-leased to instance %s with fence %d (lease of fence %d expired)",
                     batch.id(), claimer, fence, batch.fence());
               }
-              return client
-                  .preparedQuery(
-                      "UPDATE rollcall.ledger SET outcome = 'lease-expired', resolved_at = now()"
-                          + " WHERE batch_id = $1 AND fence = $2 AND outcome = 'leased'")
-                  .execute(Tuple.of(batch.id(), batch.fence()))
-                  .chain(() -> recordHandOut(client, epoch, batch.id(), fence, claimer))
-                  .chain(() -> runsOf(client, source, batch.id()))
+              return runsOf(client, source, batch.id())
                   .map(
                       runs ->
                           new LeasedBatch(
@@ -166,22 +177,22 @@ public class Batches {
                   r.getLong("id"),
                   r.getInteger("fence"),
                   r.getOffsetDateTime("lease_expires_at"),
-                  runs,
-                  claimer);
+                  runs);
             });
   }
 
-  /** Fixes a new batch's runs and writes their hand-outs under its fence. */
+  /**
+   * Fixes a new batch's runs: its hand-outs under its fence until their outcome is written ({@link
+   * Ledger#OUTCOMES}).
+   */
   private static Uni<LeasedBatch> handOut(
       SqlClient client,
       Epoch epoch,
       long id,
       int fence,
       OffsetDateTime expires,
-      List<HandedOutRun> runs,
-      UUID claimer) {
+      List<HandedOutRun> runs) {
     return insertRuns(client, id, runs)
-        .chain(() -> recordHandOut(client, epoch, id, fence, claimer))
         .map(ignored -> new LeasedBatch(id, epoch.id(), epoch.kind(), fence, expires, runs));
   }
 
@@ -270,7 +281,7 @@ public class Batches {
                 return Uni.createFrom().item(Optional.<Optional<LeasedBatch>>empty());
               }
               OffsetDateTime expires = rows.iterator().next().getOffsetDateTime("lease_expires_at");
-              return handOut(client, epoch, range.id(), range.fence(), expires, runs, claimer)
+              return handOut(client, epoch, range.id(), range.fence(), expires, runs)
                   .map(batch -> Optional.of(Optional.of(batch)));
             });
   }
@@ -425,24 +436,6 @@ public class Batches {
                 + " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])"
                 + " AS u(run_id, workflow_name, reason, dead, message_id)")
         .execute(Tuple.of(batchId, ids, names, reasons, dead, messages))
-        .replaceWithVoid();
-  }
-
-  /**
-   * One ledger row per run of the batch: handed out to this claimer under this fence, with the
-   * message id it is to be re-driven with, if any, in the detail.
-   */
-  private static Uni<Void> recordHandOut(
-      SqlClient client, Epoch epoch, long batchId, int fence, UUID claimer) {
-    return client
-        .preparedQuery(
-            "INSERT INTO rollcall.ledger"
-                + " (namespace, run_id, epoch_id, batch_id, fence, instance_id, reason, outcome,"
-                + " detail)"
-                + " SELECT $1, run_id, $2, batch_id, $4, $5, reason, 'leased',"
-                + " 're-drive with message ' || message_id"
-                + " FROM rollcall.batch_runs WHERE batch_id = $3")
-        .execute(Tuple.of(epoch.namespace(), epoch.id(), batchId, fence, claimer))
         .replaceWithVoid();
   }
 

@@ -53,17 +53,6 @@ public class CompletionService {
     this.metrics = metrics;
   }
 
-  /**
-   * The outcome of each hand-out of a completed batch ($1, under fence $2; $3 the failed runs). No
-   * index holds {@code outcome} or {@code resolved_at}, and the ledger's pages keep room, so each
-   * row is updated in place (HOT): no index changes (V11, {@code LedgerHotUpdateTest}).
-   */
-  static final String LEDGER_OUTCOMES =
-      "UPDATE rollcall.ledger SET resolved_at = now(), outcome = CASE"
-          + " WHEN run_id = ANY($3::text[]) THEN 'failed' ELSE 'enqueued' END"
-          + " WHERE batch_id = $1 AND fence = $2"
-          + " AND outcome IN ('leased', 'abandoned')";
-
   /** What a complete did. */
   public record Completion(
       long batchId, int enqueued, int failed, int retried, boolean alreadyCompleted) {}
@@ -156,9 +145,14 @@ public class CompletionService {
    * fence gets {@code 409}: the batch was re-leased. Anyone else gets {@code 403}.
    */
   private Uni<Held> checkHolder(SqlClient conn, Caller caller, long batchId, int fence, Held held) {
-    if (caller.instanceId().equals(held.claimer()) && fence == held.fence()) {
-      return Uni.createFrom().item(held);
+    if (caller.instanceId().equals(held.claimer())) {
+      if (fence == held.fence()) {
+        return Uni.createFrom().item(held);
+      }
+      throw new StaleFence(batchId, fence, held.fence());
     }
+    // An earlier holder's hand-outs were written when its lease expired (or the batch was given
+    // up): it held the batch under an older fence.
     return conn.preparedQuery(
             "SELECT 1 FROM rollcall.ledger WHERE batch_id = $1 AND instance_id = $2 LIMIT 1")
         .execute(Tuple.of(batchId, caller.instanceId()))
@@ -202,8 +196,9 @@ public class CompletionService {
         .execute(Tuple.of(batchId, held.fence()))
         .chain(
             () ->
-                conn.preparedQuery(LEDGER_OUTCOMES)
-                    .execute(Tuple.of(batchId, held.fence(), failed)))
+                // Each hand-out's row, written once with its outcome.
+                conn.preparedQuery(Ledger.OUTCOMES)
+                    .execute(Tuple.of(batchId, held.fence(), failed, "failed", "enqueued")))
         .chain(() -> retry ? retryBatch(conn, batchId, held, failed) : Uni.createFrom().voidItem())
         .map(
             ignored -> {

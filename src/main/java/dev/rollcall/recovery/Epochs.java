@@ -321,14 +321,13 @@ public class Epochs {
               }
               return client
                   .preparedQuery(
-                      "WITH given_up AS (UPDATE rollcall.batches SET state = 'abandoned',"
-                          + " completed_at = now() WHERE epoch_id = $1"
-                          + " AND state IN ('ready', 'leased') RETURNING id, fence)"
-                          + " UPDATE rollcall.ledger l SET outcome = 'abandoned',"
-                          + " resolved_at = now() FROM given_up g"
-                          + " WHERE l.batch_id = g.id AND l.fence = g.fence"
-                          + " AND l.outcome = 'leased'")
+                      // A batch's state before the update, read from the row it locks (was).
+                      "WITH was AS (SELECT id, state FROM rollcall.batches WHERE epoch_id = $1"
+                          + "   AND state IN ('ready', 'leased') FOR UPDATE)"
+                          + " UPDATE rollcall.batches b SET state = 'abandoned', completed_at = now()"
+                          + " FROM was WHERE b.id = was.id RETURNING b.id, b.fence, was.state")
                   .execute(Tuple.of(epochId))
+                  .chain(given -> abandonHandOuts(client, given))
                   .chain(
                       () ->
                           client
@@ -337,6 +336,25 @@ public class Epochs {
                   .chain(() -> forget(client, epochId))
                   .replaceWith(true);
             });
+  }
+
+  /**
+   * Writes the hand-outs of the given-up batches that were leased as {@code abandoned}; ready
+   * batches were not handed out under their fence. One statement per batch, as a stream.
+   */
+  private static Uni<Void> abandonHandOuts(SqlClient client, RowSet<Row> givenUp) {
+    List<long[]> leased = new ArrayList<>();
+    for (Row r : givenUp) {
+      if ("leased".equals(r.getString("state"))) {
+        leased.add(new long[] {r.getLong("id"), r.getInteger("fence")});
+      }
+    }
+    return Multi.createFrom()
+        .iterable(leased)
+        .onItem()
+        .transformToUniAndConcatenate(b -> Ledger.outcome(client, b[0], (int) b[1], "abandoned"))
+        .onItem()
+        .ignoreAsUni();
   }
 
   /**

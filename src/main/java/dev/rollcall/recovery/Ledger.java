@@ -9,11 +9,12 @@ import java.util.List;
 import java.util.UUID;
 
 /**
- * Ledger rows that are not hand-outs (those are written with their batch): runs deferred or skipped
- * by an epoch, and queue locks released for a dead instance or as orphans. A run parked for months
- * is skipped by every sweep; the ledger keeps only its first deferral or skip of each kind since it
- * was last handed out (enough to answer why it is not re-driven), and every pass counts its
- * verdicts in {@code epoch_counts}.
+ * The ledger's writes. A hand-out's row is written once, with its outcome ({@link #OUTCOMES});
+ * while its batch is leased the hand-out is the batch's {@code batch_runs} row (V18). The other
+ * rows: runs deferred or skipped by an epoch, and queue locks released for a dead instance or as
+ * orphans. A run parked for months is skipped by every sweep; the ledger keeps only its first
+ * deferral or skip of each kind since it was last handed out (enough to answer why it is not
+ * re-driven), and every pass counts its verdicts in {@code epoch_counts}.
  */
 @ApplicationScoped
 public class Ledger {
@@ -32,6 +33,37 @@ public class Ledger {
           + " FROM unnest($3::text[]) AS u(reason) GROUP BY u.reason ORDER BY u.reason"
           + " ON CONFLICT (epoch_id, outcome, reason, part)"
           + " DO UPDATE SET runs = epoch_counts.runs + excluded.runs";
+
+  /**
+   * Writes the outcome of every hand-out of batch $1 under fence $2: {@code $4} for the runs in $3,
+   * {@code $5} for the others. Called while the batch row is locked and before its claimer or lease
+   * time change, which the rows take from it: the claimer as the instance, the lease time as {@code
+   * recorded_at}. Rows already written as {@code leased} (batches leased before V18) or {@code
+   * abandoned} (a holder completing a batch its closed epoch gave up) are updated instead; a batch
+   * has rows of one kind or the other under one fence, never both, so nothing is written twice.
+   */
+  public static final String OUTCOMES =
+      "WITH updated AS (UPDATE rollcall.ledger SET resolved_at = now(),"
+          + "   outcome = CASE WHEN run_id = ANY($3::text[]) THEN $4 ELSE $5 END"
+          + "   WHERE batch_id = $1 AND fence = $2 AND outcome IN ('leased', 'abandoned')"
+          + "   RETURNING 1)"
+          + " INSERT INTO rollcall.ledger (namespace, run_id, epoch_id, batch_id, fence,"
+          + " instance_id, reason, outcome, detail, recorded_at, resolved_at)"
+          + " SELECT e.namespace, r.run_id, b.epoch_id, b.id, $2, b.claimer_id, r.reason,"
+          + " CASE WHEN r.run_id = ANY($3::text[]) THEN $4 ELSE $5 END,"
+          + " 're-drive with message ' || r.message_id, b.leased_at, now()"
+          + " FROM rollcall.batches b"
+          + " JOIN rollcall.batch_runs r ON r.batch_id = b.id"
+          + " JOIN rollcall.epochs e ON e.id = b.epoch_id"
+          + " WHERE b.id = $1 AND NOT EXISTS (SELECT 1 FROM updated)";
+
+  /** {@link #OUTCOMES} with one outcome for every run of the batch. */
+  public static Uni<Void> outcome(SqlClient client, long batchId, int fence, String outcome) {
+    return client
+        .preparedQuery(OUTCOMES)
+        .execute(Tuple.of(batchId, fence, new String[0], outcome, outcome))
+        .replaceWithVoid();
+  }
 
   /**
    * Counts the verdicts on the epoch, and writes a ledger row for each run that has no row of this

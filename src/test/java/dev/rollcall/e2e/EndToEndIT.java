@@ -808,7 +808,10 @@ class EndToEndIT {
           parked.isEmpty()
               ? List.of()
               : cluster.db.column(
-                  "SELECT DISTINCT run_id FROM rollcall.ledger WHERE run_id = ANY(?)"
+                  // Written hand-outs, and those in flight (written at their outcome).
+                  "SELECT DISTINCT run_id FROM (SELECT run_id, outcome, recorded_at"
+                      + " FROM rollcall.ledger UNION ALL SELECT run_id, 'leased', recorded_at"
+                      + " FROM rollcall.hand_outs_in_flight) l WHERE run_id = ANY(?)"
                       + " AND outcome IN ('leased', 'enqueued')"
                       + " AND recorded_at >= to_timestamp(? / 1000.0)",
                   parked.toArray(String[]::new),

@@ -108,8 +108,7 @@ class BackstopTest extends ApiTestBase {
     assertEquals(owner, r.get("messageId").asText());
     assertEquals(
         List.of("re-drive with message " + owner),
-        Db.column(
-            "SELECT detail FROM rollcall.ledger WHERE run_id = ? AND outcome = 'leased'", run));
+        Db.column("SELECT detail FROM rollcall.hand_outs_in_flight WHERE run_id = ?", run));
     api.complete(peer, taken, List.of()).expect(200);
     api.leave(peer).expect(204);
   }

@@ -168,8 +168,11 @@ class BatchLeaseTest extends ApiTestBase {
     assertEquals(
         "leased", Db.column("SELECT state FROM rollcall.batches WHERE id = ?", batch.id()).get(0));
     assertEquals(
-        Set.of("leased"),
-        Db.set("SELECT outcome FROM rollcall.ledger WHERE batch_id = ?", batch.id()));
+        0, Db.number("SELECT count(*) FROM rollcall.ledger WHERE batch_id = ?", batch.id()));
+    assertEquals(
+        batch.runIds().size(),
+        Db.number(
+            "SELECT count(*) FROM rollcall.hand_outs_in_flight WHERE batch_id = ?", batch.id()));
   }
 
   @Test

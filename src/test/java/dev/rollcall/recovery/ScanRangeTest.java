@@ -63,14 +63,15 @@ class ScanRangeTest extends ApiTestBase {
     assertEquals(
         List.of(b.id().toString()),
         Db.column(
-            "SELECT DISTINCT instance_id::text FROM rollcall.ledger WHERE batch_id = ?",
+            "SELECT DISTINCT instance_id::text FROM rollcall.hand_outs_in_flight"
+                + " WHERE batch_id = ?",
             range(deploy)),
         "only b's fence wrote hand-outs");
     assertEquals(
         lateTaken(deploy),
         Db.number(
-            "SELECT count(*) FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
-                + " WHERE e.deployment_id = ? AND l.outcome = 'leased'",
+            "SELECT count(*) FROM rollcall.hand_outs_in_flight h"
+                + " JOIN rollcall.epochs e ON e.id = h.epoch_id WHERE e.deployment_id = ?",
             deploy),
         "every run handed out exactly once");
   }

@@ -1,0 +1,246 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.rollcall.testing.Api;
+import dev.rollcall.testing.Api.Batch;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.RollcallTestResource;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A hand-out's ledger row is written once, with its outcome (V18): nothing at the claim, one row
+ * per run at the complete, a re-let or a close. While its batch is leased, the admin API, a pass's
+ * progress and a sweep's "re-driven since" read the hand-out from the batch.
+ */
+@ServiceTest
+class HandOutLedgerTest extends ApiTestBase {
+
+  String deploy;
+
+  @BeforeEach
+  void freshDeploy() {
+    deploy = UUID.randomUUID().toString();
+  }
+
+  Api.Reply admin(String method, String path) {
+    return api.send(method, path, RollcallTestResource.ADMIN_TOKEN, null);
+  }
+
+  static long rows(Batch batch) {
+    return Db.number(
+        "SELECT count(*) FROM rollcall.ledger WHERE batch_id = ? AND fence = ?",
+        batch.id(),
+        batch.fence());
+  }
+
+  /** The run's entries of the admin API's run ledger that belong to the batch. */
+  List<JsonNode> entriesOf(String run, Batch batch) {
+    JsonNode ledger =
+        admin("GET", "admin/runs/" + run + "?namespace=" + SourceTables.LARGE)
+            .expect(200)
+            .body()
+            .get("ledger");
+    List<JsonNode> of = new java.util.ArrayList<>();
+    ledger.forEach(
+        e -> {
+          if (e.path("batchId").asLong() == batch.id()) {
+            of.add(e);
+          }
+        });
+    return of;
+  }
+
+  @Test
+  void aClaimWritesNoLedgerRowAndItsCompleteWritesEachHandOutOnce() {
+    Instance instance = api.register(SourceTables.LARGE, deploy, "once");
+    Batch batch = api.claimBatch(instance, 50);
+    int runs = batch.runIds().size();
+    assertTrue(runs >= 2, "a batch of several runs: " + runs);
+    String run = batch.runIds().get(0);
+
+    assertEquals(0, rows(batch), "nothing written to the ledger at the claim");
+    List<JsonNode> inFlight = entriesOf(run, batch);
+    assertEquals(1, inFlight.size(), inFlight.toString());
+    assertEquals("leased", inFlight.get(0).get("outcome").asText());
+    assertTrue(inFlight.get(0).get("id").isNull(), "no ledger row yet: " + inFlight);
+    assertEquals(instance.id().toString(), inFlight.get(0).get("instanceId").asText());
+    assertTrue(
+        Db.number("SELECT handed_out FROM rollcall.epoch_progress WHERE id = ?", batch.epochId())
+            >= runs,
+        "the pass's progress counts the batch in flight");
+
+    String failed = batch.runIds().get(1);
+    api.complete(instance, batch, List.of(failed)).expect(200);
+    api.complete(instance, batch, List.of(failed)).expect(200);
+
+    assertEquals(runs, rows(batch), "one row per run, once, however often the complete is sent");
+    assertEquals(
+        Set.of(failed),
+        Db.set(
+            "SELECT run_id FROM rollcall.ledger WHERE batch_id = ? AND outcome = 'failed'",
+            batch.id()));
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger l JOIN rollcall.batches b ON b.id = l.batch_id"
+                + " WHERE l.batch_id = ? AND (l.instance_id IS DISTINCT FROM b.claimer_id"
+                + " OR l.recorded_at <> b.leased_at OR l.resolved_at IS NULL"
+                + " OR l.epoch_id <> b.epoch_id OR l.namespace <> ?)",
+            batch.id(),
+            SourceTables.LARGE),
+        "each row names its holder, its pass, and when it was handed out and resolved");
+    assertEquals("enqueued", entriesOf(run, batch).get(0).get("outcome").asText());
+    assertNotNull(entriesOf(run, batch).get(0).get("id").numberValue());
+  }
+
+  @Test
+  void handOutsWrittenBeforeTheChangeAreResolvedInPlaceNotWrittenAgain() {
+    Instance instance = api.register(SourceTables.LARGE, deploy, "upgraded");
+    Batch batch = api.claimBatch(instance, 20);
+    int runs = batch.runIds().size();
+    // A batch leased by a service that wrote its hand-outs at the claim (before V18).
+    Db.update(
+        "INSERT INTO rollcall.ledger (namespace, run_id, epoch_id, batch_id, fence, instance_id,"
+            + " reason, outcome) SELECT ?, run_id, ?, batch_id, ?, ?, reason, 'leased'"
+            + " FROM rollcall.batch_runs WHERE batch_id = ?",
+        SourceTables.LARGE,
+        batch.epochId(),
+        batch.fence(),
+        instance.id(),
+        batch.id());
+    assertEquals(
+        1, entriesOf(batch.runIds().get(0), batch).size(), "shown once, from its written row");
+
+    api.complete(instance, batch, List.of()).expect(200);
+
+    assertEquals(runs, rows(batch));
+    assertEquals(
+        Set.of("enqueued"),
+        Db.set("SELECT DISTINCT outcome FROM rollcall.ledger WHERE batch_id = ?", batch.id()));
+  }
+
+  @Test
+  void aBatchGivenUpIsWrittenAbandonedAndItsHolderMayStillCompleteIt() {
+    Instance instance = api.register(SourceTables.LARGE, deploy, "given-up");
+    Batch batch = api.claimBatch(instance, 20);
+    int runs = batch.runIds().size();
+
+    admin("POST", "admin/epochs/" + batch.epochId() + "/close").expect(200);
+
+    assertEquals(runs, rows(batch));
+    assertEquals(
+        Set.of("abandoned"),
+        Db.set("SELECT DISTINCT outcome FROM rollcall.ledger WHERE batch_id = ?", batch.id()));
+    assertEquals(
+        Set.of(instance.id().toString()),
+        Db.set(
+            "SELECT DISTINCT instance_id::text FROM rollcall.ledger WHERE batch_id = ?",
+            batch.id()));
+
+    api.complete(instance, batch, List.of()).expect(200);
+
+    assertEquals(runs, rows(batch), "the abandoned rows are resolved, not written again");
+    assertEquals(
+        Set.of("enqueued"),
+        Db.set("SELECT DISTINCT outcome FROM rollcall.ledger WHERE batch_id = ?", batch.id()));
+  }
+
+  /**
+   * A sweep skips a run that the engine has not touched since another epoch re-drove it. A hand-out
+   * still in flight in another epoch counts from its lease, and before any written row; the sweep's
+   * own epoch does not count.
+   */
+  @Test
+  void aSweepCountsARunInFlightInAnotherEpochAsReDriven() throws Exception {
+    String ns = "in-flight-" + UUID.randomUUID();
+    Instance holder = api.register(SourceTables.SMALL, deploy, "holder");
+    long other = openEpoch(ns, "manual");
+    long sweep = openEpoch(ns, "sweep");
+    long closed = openEpoch(ns, "manual");
+    Db.update("UPDATE rollcall.epochs SET state = 'closed' WHERE id = ?", closed);
+    leasedBatch(other, holder, "5 minutes", "r-in-flight");
+    leasedBatch(sweep, holder, "1 minute", "r-own-epoch");
+    for (String[] row :
+        List.of(
+            new String[] {"r-in-flight", "60 minutes"},
+            new String[] {"r-enqueued", "3 minutes"},
+            new String[] {"r-own-epoch", "90 minutes"})) {
+      Db.update(
+          "INSERT INTO rollcall.ledger (namespace, run_id, epoch_id, reason, outcome,"
+              + " recorded_at, resolved_at) VALUES (?, ?, ?, 'dead-owner', 'enqueued',"
+              + " now() - ?::interval, now() - ?::interval)",
+          ns,
+          row[0],
+          closed,
+          row[1],
+          row[1]);
+    }
+
+    Map<String, Long> minutesAgo = new HashMap<>();
+    try (Connection c = Db.database().connect();
+        Statement s = c.createStatement()) {
+      s.execute("PREPARE since(text, text[], bigint) AS " + Classifier.UNCHANGED_SINCE_REDRIVE);
+      try (ResultSet r =
+          s.executeQuery(
+              "EXECUTE since('"
+                  + ns
+                  + "', '{r-in-flight,r-enqueued,r-own-epoch,r-never}', "
+                  + sweep
+                  + ")")) {
+        while (r.next()) {
+          minutesAgo.put(
+              r.getString("run_id"),
+              Math.round((System.currentTimeMillis() - r.getTimestamp("at").getTime()) / 60_000.0));
+        }
+      }
+    } finally {
+      Db.update(
+          "UPDATE rollcall.batches SET state = 'abandoned' WHERE epoch_id IN (?, ?)", other, sweep);
+      Db.update("UPDATE rollcall.epochs SET state = 'closed' WHERE id IN (?, ?)", other, sweep);
+    }
+
+    assertEquals(
+        Map.of("r-in-flight", 5L, "r-enqueued", 3L, "r-own-epoch", 90L),
+        minutesAgo,
+        "in flight elsewhere: its lease; else its last enqueued row; never: not re-driven");
+  }
+
+  static long openEpoch(String namespace, String kind) {
+    return Db.number(
+        "INSERT INTO rollcall.epochs (namespace, kind, scan_done) VALUES (?, ?, true) RETURNING id",
+        namespace,
+        kind);
+  }
+
+  static void leasedBatch(long epoch, Instance claimer, String leasedAgo, String run) {
+    long batch =
+        Db.number(
+            "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, claimer_id,"
+                + " leased_at, lease_expires_at, run_count) VALUES (?, 'leased', 1, 1, ?,"
+                + " now() - ?::interval, now() + interval '1 hour', 1) RETURNING id",
+            epoch,
+            claimer.id(),
+            leasedAgo);
+    Db.update(
+        "INSERT INTO rollcall.batch_runs (batch_id, run_id, reason) VALUES (?, ?, 'dead-owner')",
+        batch,
+        run);
+  }
+}
