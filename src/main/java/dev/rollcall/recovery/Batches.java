@@ -86,12 +86,7 @@ public class Batches {
    * Rollcall stopped trying in this epoch (a later sweep reconsiders them).
    */
   public Uni<Void> abandon(SqlClient client, Claimable batch) {
-    // A ready batch was not handed out under its fence: it has no hand-outs to resolve.
-    Uni<Void> handOuts =
-        "leased".equals(batch.state())
-            ? Ledger.outcome(client, batch.id(), batch.fence(), "abandoned")
-            : Uni.createFrom().voidItem();
-    return handOuts
+    return handOutsEnded(client, batch, "abandoned")
         .chain(
             () ->
                 client
@@ -117,28 +112,17 @@ public class Batches {
       UUID claimer,
       long leaseMs) {
     // The expired hand-outs take their claimer and lease time from the batch row: written before
-    // the row is re-let. A ready batch was not handed out under its fence.
-    Uni<Void> expired =
-        "leased".equals(batch.state())
-            ? Ledger.outcome(client, batch.id(), batch.fence(), "lease-expired")
-            : Uni.createFrom().voidItem();
-    return expired.chain(() -> leaseAgain(client, source, epoch, batch, claimer, leaseMs));
-  }
-
-  private Uni<LeasedBatch> leaseAgain(
-      SqlClient client,
-      RunSource source,
-      Epoch epoch,
-      Claimable batch,
-      UUID claimer,
-      long leaseMs) {
-    return client
-        .preparedQuery(
-            "UPDATE rollcall.batches SET state = 'leased', fence = fence + 1,"
-                + " attempts = attempts + 1, claimer_id = $3, leased_at = now(),"
-                + " lease_expires_at = now() + $4::bigint * interval '1 millisecond'"
-                + " WHERE id = $1 AND fence = $2 RETURNING fence, lease_expires_at")
-        .execute(Tuple.of(batch.id(), batch.fence(), claimer, leaseMs))
+    // the row is re-let.
+    return handOutsEnded(client, batch, "lease-expired")
+        .chain(
+            () ->
+                client
+                    .preparedQuery(
+                        "UPDATE rollcall.batches SET state = 'leased', fence = fence + 1,"
+                            + " attempts = attempts + 1, claimer_id = $3, leased_at = now(),"
+                            + " lease_expires_at = now() + $4::bigint * interval '1 millisecond'"
+                            + " WHERE id = $1 AND fence = $2 RETURNING fence, lease_expires_at")
+                    .execute(Tuple.of(batch.id(), batch.fence(), claimer, leaseMs)))
         .chain(
             rows -> {
               Row r = rows.iterator().next();
@@ -155,6 +139,16 @@ public class Batches {
                           new LeasedBatch(
                               batch.id(), epoch.id(), epoch.kind(), fence, expires, runs));
             });
+  }
+
+  /**
+   * Writes the hand-outs of a locked claimable batch under its current fence with this outcome. A
+   * ready batch was not handed out under its fence: it has none.
+   */
+  private static Uni<Void> handOutsEnded(SqlClient client, Claimable batch, String outcome) {
+    return "leased".equals(batch.state())
+        ? Ledger.outcome(client, batch.id(), batch.fence(), outcome)
+        : Uni.createFrom().voidItem();
   }
 
   /** Cuts a new batch from scanned runs and leases it to the claimer under fence 1. */
