@@ -33,6 +33,21 @@ class BatchLeaseTest extends ApiTestBase {
   }
 
   @Test
+  void theHolderCompletingUnderAnotherFenceIsRefusedAsStaleAndAStrangerAsForbidden() {
+    Instance a = api.register(SourceTables.SMALL, deploy, "a");
+    Instance stranger = api.register(SourceTables.SMALL, deploy, "stranger");
+    Batch batch = api.claimBatch(a, 10);
+
+    // No ledger row names the holder yet (its hand-outs are written at their outcome).
+    Api.Reply wrongFence = api.complete(a, batch.id(), batch.fence() + 1, List.of()).expect(409);
+    assertEquals("urn:rollcall:problem:stale-fence", wrongFence.text("type"));
+    api.complete(stranger, batch.id(), batch.fence(), List.of()).expect(403);
+    assertEquals(
+        0, Db.number("SELECT count(*) FROM rollcall.ledger WHERE batch_id = ?", batch.id()));
+    api.complete(a, batch, List.of()).expect(200);
+  }
+
+  @Test
   void anExpiredBatchGoesToAnotherClaimerWithANewFenceAndTheLateCompleteIsRefused() {
     Instance a = api.register(SourceTables.SMALL, deploy, "a");
     Instance b = api.register(SourceTables.SMALL, deploy, "b");
