@@ -2,7 +2,8 @@
 -- complete, lease-expired at a re-let, abandoned when given up), not at the claim and again at the
 -- outcome. While a batch is leased its hand-outs are its batch_runs rows under the batch's fence,
 -- claimer and lease time, written in the claim's transaction as before: nothing is lost, and every
--- reader that needs hand-outs still in flight reads them there (rollcall.hand_outs_in_flight).
+-- reader that needs hand-outs still in flight reads them from one definition,
+-- rollcall.hand_outs_in_flight: the admin API, a pass's progress, and a sweep's look-back.
 --
 -- Why: the claim's ledger insert was the costliest statement of the claim path, 500 rows into a
 -- heap kept half empty (V11) and four indexes, and under load its backends queued for the
@@ -51,9 +52,8 @@ SELECT e.id,
           FROM (SELECT l.run_id FROM rollcall.ledger l
                  WHERE l.epoch_id = e.id AND l.batch_id IS NOT NULL
                 UNION ALL
-                SELECT r.run_id FROM rollcall.batches b
-                  JOIN rollcall.batch_runs r ON r.batch_id = b.id
-                 WHERE b.epoch_id = e.id AND b.state = 'leased') h) AS handed_out,
+                SELECT f.run_id FROM rollcall.hand_outs_in_flight f
+                 WHERE f.epoch_id = e.id) h) AS handed_out,
        (SELECT count(DISTINCT l.run_id) FROM rollcall.ledger l
          WHERE l.epoch_id = e.id AND l.outcome = 'enqueued') AS enqueued,
        (SELECT count(*) FROM rollcall.ledger l

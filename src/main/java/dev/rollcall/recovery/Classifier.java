@@ -185,19 +185,17 @@ public class Classifier {
   /**
    * When each of runs $2 was last re-driven by an epoch other than $3 of namespace $1, for sweeps.
    * A hand-out in flight in another epoch (its batch leased now: its row is written at its outcome,
-   * V18), else the last enqueued hand-out, found by walking each run's ledger index backwards: a
-   * few rows per run, however long its history (see Ledger.record). The leased batches are the
-   * namespace's open epochs' few in flight, each probed by its key for these runs. A batch leased
-   * before V18 has 'leased' rows.
+   * V18; rollcall.hand_outs_in_flight: the few leased batches, each probed by its key for these
+   * runs), else the last enqueued hand-out, found by walking each run's ledger index backwards: a
+   * few rows per run, however long its history (see Ledger.record). A batch leased before V18 has
+   * 'leased' rows instead.
    */
   static final String UNCHANGED_SINCE_REDRIVE =
       "SELECT u.run_id, coalesce(f.at, h.at) AS at FROM unnest($2::text[]) AS u(run_id)"
-          + " LEFT JOIN (SELECT r.run_id, max(b.leased_at) AS at"
-          + "   FROM rollcall.epochs e"
-          + "   JOIN rollcall.batches b ON b.epoch_id = e.id AND b.state = 'leased'"
-          + "   JOIN rollcall.batch_runs r ON r.batch_id = b.id AND r.run_id = ANY($2::text[])"
-          + "   WHERE e.namespace = $1 AND e.state = 'open' AND e.id <> $3"
-          + "   GROUP BY r.run_id) f ON f.run_id = u.run_id"
+          + " LEFT JOIN (SELECT i.run_id, max(i.recorded_at) AS at"
+          + "   FROM rollcall.hand_outs_in_flight i"
+          + "   WHERE i.namespace = $1 AND i.run_id = ANY($2::text[]) AND i.epoch_id <> $3"
+          + "   GROUP BY i.run_id) f ON f.run_id = u.run_id"
           + " LEFT JOIN LATERAL (SELECT coalesce(l.resolved_at, l.recorded_at) AS at"
           + "   FROM rollcall.ledger l WHERE l.namespace = $1 AND l.run_id = u.run_id"
           + "   AND l.outcome IN ('enqueued', 'leased') AND l.epoch_id <> $3"
