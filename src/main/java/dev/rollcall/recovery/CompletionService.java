@@ -189,7 +189,8 @@ public class CompletionService {
   private Uni<Completion> finish(
       SqlClient conn, Caller caller, long batchId, Held held, Set<String> failedIds) {
     String[] failed = failedIds.toArray(String[]::new);
-    boolean retry = failed.length > 0 && held.attempts() < config.batch().maxAttempts();
+    boolean retry =
+        handsOutAgain(held.state(), failed.length, held.attempts(), config.batch().maxAttempts());
     return conn.preparedQuery(
             "UPDATE rollcall.batches SET state = 'completed', completed_at = now()"
                 + " WHERE id = $1 AND fence = $2 AND state IN ('leased', 'abandoned')")
@@ -213,6 +214,16 @@ public class CompletionService {
               }
               return new Completion(batchId, held.runCount() - n, n, retry ? n : 0, false);
             });
+  }
+
+  /**
+   * Whether a complete's failed runs go into a new batch of the pass. Only while the batch is still
+   * leased: a batch given up ({@code abandoned}) belongs to a pass that was closed, or reached its
+   * last hand-out, and a closed pass hands nothing out again (its runs are left to the next pass or
+   * a sweep). A batch's runs are handed out at most {@code maxAttempts} times.
+   */
+  static boolean handsOutAgain(String batchState, int failed, int attempts, int maxAttempts) {
+    return failed > 0 && "leased".equals(batchState) && attempts < maxAttempts;
   }
 
   /**

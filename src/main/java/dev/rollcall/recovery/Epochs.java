@@ -304,9 +304,10 @@ public class Epochs {
 
   /**
    * Closes an open epoch before its pass finished ({@code close_reason} says why: superseded,
-   * stranded, closed-by-operator). Its ready and leased batches are given up ({@code abandoned},
-   * and their hand-outs in the ledger): a holder may still complete its batch, but nothing is
-   * handed out again. Its deferred runs are forgotten. Returns true when this call closed it.
+   * stranded, closed-by-operator). Its ranges being classified and its ready and leased batches are
+   * given up ({@code abandoned}, and the leased ones' hand-outs in the ledger): a holder may still
+   * complete its batch, but nothing is handed out again. Its deferred runs are forgotten. Returns
+   * true when this call closed it.
    */
   public Uni<Boolean> close(SqlClient client, long epochId, String reason) {
     return client
@@ -319,15 +320,13 @@ public class Epochs {
               if (rows.size() == 0) {
                 return Uni.createFrom().item(false);
               }
-              return client
-                  .preparedQuery(
-                      // A batch's state before the update, read from the row it locks (was).
-                      "WITH was AS (SELECT id, state FROM rollcall.batches WHERE epoch_id = $1"
-                          + "   AND state IN ('ready', 'leased') FOR UPDATE)"
-                          + " UPDATE rollcall.batches b SET state = 'abandoned', completed_at = now()"
-                          + " FROM was WHERE b.id = was.id RETURNING b.id, b.fence, was.state")
-                  .execute(Tuple.of(epochId))
-                  .chain(given -> abandonHandOuts(client, given))
+              // Twice: a complete that held one of these batches' rows when the first statement
+              // reached it may have added a batch for its failed runs (CompletionService), which
+              // that statement's snapshot cannot see. It committed before the first statement
+              // returned, so the second sees its batch. A complete after this one finds its batch
+              // given up and adds nothing.
+              return giveUpBatches(client, epochId)
+                  .chain(() -> giveUpBatches(client, epochId))
                   .chain(
                       () ->
                           client
@@ -336,6 +335,24 @@ public class Epochs {
                   .chain(() -> forget(client, epochId))
                   .replaceWith(true);
             });
+  }
+
+  /**
+   * Gives up the epoch's ranges being classified and its ready and leased batches, writing the
+   * leased ones' hand-outs. A range given up is not handed out by the claimer classifying it: its
+   * settlement finds it no longer scanning (Batches#settleRange), and one that settled first is a
+   * leased batch here.
+   */
+  private static Uni<Void> giveUpBatches(SqlClient client, long epochId) {
+    return client
+        .preparedQuery(
+            // A batch's state before the update, read from the row it locks (was).
+            "WITH was AS (SELECT id, state FROM rollcall.batches WHERE epoch_id = $1"
+                + "   AND state IN ('scanning', 'ready', 'leased') FOR UPDATE)"
+                + " UPDATE rollcall.batches b SET state = 'abandoned', completed_at = now()"
+                + " FROM was WHERE b.id = was.id RETURNING b.id, b.fence, was.state")
+        .execute(Tuple.of(epochId))
+        .chain(given -> abandonHandOuts(client, given));
   }
 
   /**

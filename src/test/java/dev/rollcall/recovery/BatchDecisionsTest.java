@@ -50,4 +50,12 @@ class BatchDecisionsTest {
     assertFalse(new Batches.Range(1, 1, List.of("r"), 4).poison(5));
     assertTrue(new Batches.Range(1, 1, List.of("r"), 5).poison(5));
   }
+
+  @Test
+  void failedRunsAreHandedOutAgainOnlyFromABatchStillLeasedAndBelowItsLastAttempt() {
+    assertTrue(CompletionService.handsOutAgain("leased", 1, 1, 3));
+    assertFalse(CompletionService.handsOutAgain("leased", 0, 1, 3), "nothing failed");
+    assertFalse(CompletionService.handsOutAgain("leased", 2, 3, 3), "its last hand-out");
+    assertFalse(CompletionService.handsOutAgain("abandoned", 1, 1, 3), "its pass was closed");
+  }
 }

@@ -10,6 +10,7 @@ import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
@@ -27,7 +28,9 @@ import org.junit.jupiter.api.Test;
 /**
  * A hand-out's ledger row is written once, with its outcome (V18): nothing at the claim, one row
  * per run at the complete, a re-let or a close. While its batch is leased, the admin API, a pass's
- * progress and a sweep's "re-driven since" read the hand-out from the batch.
+ * progress and a sweep's "re-driven since" read the hand-out from the batch. A close and a complete
+ * of one batch, in either order or at the same instant, leave one row per hand-out and nothing
+ * handed out again in the closed pass.
  */
 @ServiceTest
 class HandOutLedgerTest extends ApiTestBase {
@@ -160,6 +163,164 @@ class HandOutLedgerTest extends ApiTestBase {
     assertEquals(
         Set.of("enqueued"),
         Db.set("SELECT DISTINCT outcome FROM rollcall.ledger WHERE batch_id = ?", batch.id()));
+  }
+
+  /**
+   * A close and its batch's complete, at the same instant, in either order: each waits for the
+   * batch's row, which a third session holds until both wait behind it. Whichever goes first, each
+   * hand-out has one row, and the complete's outcome is the one kept. A close that read the batch
+   * without locking its row would give up a batch already completed and write its runs again.
+   */
+  @Test
+  void aCloseAndACompleteAtTheSameInstantWriteEachHandOutOnceCompleteFirst() throws Exception {
+    closeAndCompleteTogether(true);
+  }
+
+  @Test
+  void aCloseAndACompleteAtTheSameInstantWriteEachHandOutOnceCloseFirst() throws Exception {
+    closeAndCompleteTogether(false);
+  }
+
+  private void closeAndCompleteTogether(boolean completeFirst) throws Exception {
+    Instance instance = api.register(SourceTables.LARGE, deploy, "raced");
+    Batch batch = api.claimBatch(instance, 20);
+    int runs = batch.runIds().size();
+    String failed = batch.runIds().get(0);
+    java.util.function.Supplier<Api.Reply> complete =
+        () -> api.complete(instance, batch, List.of(failed));
+    java.util.function.Supplier<Api.Reply> close =
+        () -> admin("POST", "admin/epochs/" + batch.epochId() + "/close");
+
+    java.util.concurrent.CompletableFuture<Api.Reply> first;
+    java.util.concurrent.CompletableFuture<Api.Reply> second;
+    try (Connection holder =
+        Db.holding("SELECT 1 FROM rollcall.batches WHERE id = ? FOR UPDATE", batch.id())) {
+      // PostgreSQL queues the waiters of one row in the order they came: the first to wait goes
+      // first once the holder lets go.
+      first = java.util.concurrent.CompletableFuture.supplyAsync(completeFirst ? complete : close);
+      waitersOfTheBatchRow(1);
+      second = java.util.concurrent.CompletableFuture.supplyAsync(completeFirst ? close : complete);
+      waitersOfTheBatchRow(2);
+      holder.rollback();
+    }
+    Api.Reply firstReply = first.get(30, java.util.concurrent.TimeUnit.SECONDS);
+    Api.Reply secondReply = second.get(30, java.util.concurrent.TimeUnit.SECONDS);
+    (completeFirst ? firstReply : secondReply).expect(200);
+    (completeFirst ? secondReply : firstReply).expect(200);
+
+    assertEquals(runs, rows(batch), "one row per hand-out, whichever came first");
+    assertEquals(
+        Set.of(failed),
+        Db.set(
+            "SELECT run_id FROM rollcall.ledger WHERE batch_id = ? AND outcome = 'failed'",
+            batch.id()));
+    assertEquals(
+        Set.of("enqueued", "failed"),
+        Db.set("SELECT DISTINCT outcome FROM rollcall.ledger WHERE batch_id = ?", batch.id()),
+        "the complete's outcome is kept");
+    assertEquals(
+        Set.of(instance.id().toString()),
+        Db.set(
+            "SELECT DISTINCT instance_id::text FROM rollcall.ledger WHERE batch_id = ?",
+            batch.id()));
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.hand_outs_in_flight WHERE batch_id = ?", batch.id()),
+        "nothing left in flight");
+    assertEquals(
+        "completed",
+        Db.column("SELECT state FROM rollcall.batches WHERE id = ?", batch.id()).get(0));
+    assertEquals(
+        "closed",
+        Db.column("SELECT state FROM rollcall.epochs WHERE id = ?", batch.epochId()).get(0));
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.batches WHERE epoch_id = ? AND state IN ('ready', 'leased')",
+            batch.epochId()),
+        "a closed pass hands nothing out again, not even the complete's failed run");
+  }
+
+  /** A holder completing after its pass was closed: its failed runs are not handed out again. */
+  @Test
+  void aBatchGivenUpIsNotHandedOutAgainForItsFailedRuns() {
+    Instance instance = api.register(SourceTables.LARGE, deploy, "late");
+    Batch batch = api.claimBatch(instance, 20);
+    admin("POST", "admin/epochs/" + batch.epochId() + "/close").expect(200);
+
+    JsonNode answer =
+        api.complete(instance, batch, List.of(batch.runIds().get(0))).expect(200).body();
+
+    assertEquals(1, answer.get("failed").asInt(), answer.toString());
+    assertEquals(0, answer.get("retried").asInt(), "nothing is handed out again: " + answer);
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.batches WHERE epoch_id = ? AND state IN ('ready', 'leased')",
+            batch.epochId()));
+  }
+
+  private static void waitersOfTheBatchRow(int n) {
+    Poll.until(
+        n + " sessions waiting for the batch's row",
+        java.time.Duration.ofSeconds(10),
+        () ->
+            Db.number(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        + " AND query LIKE '%rollcall.batches%' AND pid <> pg_backend_pid()")
+                >= n);
+  }
+
+  /**
+   * V19 gives up the ready batches and scanning ranges that closed passes kept before this version,
+   * and nothing of an open pass.
+   */
+  @Test
+  void theMigrationGivesUpWhatClosedPassesKeptToHandOut() throws Exception {
+    String ns = "kept-" + UUID.randomUUID();
+    Instance scanner = api.register(SourceTables.SMALL, deploy, "scanner");
+    long closed = openEpoch(ns, "manual");
+    long open = openEpoch(ns, "manual");
+    long kept = readyBatch(closed);
+    long scanning =
+        Db.number(
+            "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, claimer_id, leased_at,"
+                + " lease_expires_at, run_count, scan_run_ids) VALUES (?, 'scanning', 1, 0, ?,"
+                + " now(), now() + interval '1 minute', 0, '{r-1}') RETURNING id",
+            closed,
+            scanner.id());
+    long waiting = readyBatch(open);
+    Db.update("UPDATE rollcall.epochs SET state = 'closed' WHERE id = ?", closed);
+    String migration;
+    try (var in =
+        getClass()
+            .getClassLoader()
+            .getResourceAsStream("db/migration/V19__closed_passes_keep_nothing_to_hand_out.sql")) {
+      migration = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    try {
+      Db.update(migration);
+
+      assertEquals(
+          List.of("abandoned"), Db.column("SELECT state FROM rollcall.batches WHERE id = ?", kept));
+      assertEquals(
+          List.of("abandoned"),
+          Db.column("SELECT state FROM rollcall.batches WHERE id = ?", scanning));
+      assertEquals(
+          List.of("ready"), Db.column("SELECT state FROM rollcall.batches WHERE id = ?", waiting));
+    } finally {
+      Db.update("UPDATE rollcall.batches SET state = 'abandoned' WHERE id = ?", waiting);
+      Db.update("UPDATE rollcall.epochs SET state = 'closed' WHERE id = ?", open);
+    }
+  }
+
+  static long readyBatch(long epoch) {
+    return Db.number(
+        "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, run_count)"
+            + " VALUES (?, 'ready', 0, 1, 0) RETURNING id",
+        epoch);
   }
 
   /**

@@ -113,6 +113,50 @@ class ScanRangeTest extends ApiTestBase {
     api.leave(owner, List.of()).expect(204);
   }
 
+  /**
+   * A pass closed (superseded, or by an operator) while a claimer classifies a range of it: the
+   * close gives the range up with the pass's batches, and the claimer's classification hands
+   * nothing out of the closed pass.
+   */
+  @Test
+  void aRangeWhosePassClosesBeforeItIsClassifiedHandsNothingOut() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Instance a = api.register(SourceTables.SMALL, deploy, "a");
+    long range;
+    CompletableFuture<Api.Reply> late;
+    try (Connection blocker = Db.database().connect()) {
+      blocker.setAutoCommit(false);
+      // Classification reads the ownership table; cutting a range does not (as above).
+      try (Statement st = blocker.createStatement()) {
+        st.execute("LOCK TABLE rollcall.ownership IN ACCESS EXCLUSIVE MODE");
+      }
+      late = CompletableFuture.supplyAsync(() -> api.claim(a, 100));
+      range = awaitScanningRange(a);
+      long epoch = Db.number("SELECT epoch_id FROM rollcall.batches WHERE id = ?", range);
+      api.send(
+              "POST",
+              "admin/epochs/" + epoch + "/close",
+              dev.rollcall.testing.RollcallTestResource.ADMIN_TOKEN,
+              null)
+          .expect(200);
+      assertFalse(late.isDone(), "a's claim is still frozen before classifying");
+      blocker.rollback();
+    }
+
+    Api.Reply reply = late.get(60, TimeUnit.SECONDS).expect(200);
+    assertNotEquals("batch", reply.text("status"), "nothing handed out of a closed pass: " + reply);
+    assertEquals(
+        List.of("abandoned"), Db.column("SELECT state FROM rollcall.batches WHERE id = ?", range));
+    assertEquals(
+        0,
+        Db.number(
+                "SELECT count(*) FROM rollcall.hand_outs_in_flight h"
+                    + " JOIN rollcall.epochs e ON e.id = h.epoch_id WHERE e.deployment_id = ?",
+                deploy)
+            + Db.number("SELECT count(*) FROM rollcall.ledger WHERE batch_id = ?", range),
+        "no hand-out, in flight or written");
+  }
+
   /** A range cut by a late claimer and classified by the claimer that took it over. */
   private record TakenOver(long range, CompletableFuture<Api.Reply> late, Batch taken) {}
 
