@@ -14,14 +14,19 @@ import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -51,6 +56,19 @@ class HandOutLedgerTest extends ApiTestBase {
         "SELECT count(*) FROM rollcall.ledger WHERE batch_id = ? AND fence = ?",
         batch.id(),
         batch.fence());
+  }
+
+  static Set<String> failedRuns(Batch batch) {
+    return Db.set(
+        "SELECT run_id FROM rollcall.ledger WHERE batch_id = ? AND outcome = 'failed'", batch.id());
+  }
+
+  /** Batches and ranges of the epoch that could still be handed out. */
+  static long leftToHandOut(long epochId) {
+    return Db.number(
+        "SELECT count(*) FROM rollcall.batches WHERE epoch_id = ?"
+            + " AND state IN ('scanning', 'ready', 'leased')",
+        epochId);
   }
 
   /** The run's entries of the admin API's run ledger that belong to the batch. */
@@ -94,11 +112,7 @@ class HandOutLedgerTest extends ApiTestBase {
     api.complete(instance, batch, List.of(failed)).expect(200);
 
     assertEquals(runs, rows(batch), "one row per run, once, however often the complete is sent");
-    assertEquals(
-        Set.of(failed),
-        Db.set(
-            "SELECT run_id FROM rollcall.ledger WHERE batch_id = ? AND outcome = 'failed'",
-            batch.id()));
+    assertEquals(Set.of(failed), failedRuns(batch));
     assertEquals(
         0,
         Db.number(
@@ -186,34 +200,28 @@ class HandOutLedgerTest extends ApiTestBase {
     Batch batch = api.claimBatch(instance, 20);
     int runs = batch.runIds().size();
     String failed = batch.runIds().get(0);
-    java.util.function.Supplier<Api.Reply> complete =
-        () -> api.complete(instance, batch, List.of(failed));
-    java.util.function.Supplier<Api.Reply> close =
-        () -> admin("POST", "admin/epochs/" + batch.epochId() + "/close");
+    Supplier<Api.Reply> complete = () -> api.complete(instance, batch, List.of(failed));
+    Supplier<Api.Reply> close = () -> admin("POST", "admin/epochs/" + batch.epochId() + "/close");
 
-    java.util.concurrent.CompletableFuture<Api.Reply> first;
-    java.util.concurrent.CompletableFuture<Api.Reply> second;
+    CompletableFuture<Api.Reply> first;
+    CompletableFuture<Api.Reply> second;
     try (Connection holder =
         Db.holding("SELECT 1 FROM rollcall.batches WHERE id = ? FOR UPDATE", batch.id())) {
       // PostgreSQL queues the waiters of one row in the order they came: the first to wait goes
       // first once the holder lets go.
-      first = java.util.concurrent.CompletableFuture.supplyAsync(completeFirst ? complete : close);
+      first = CompletableFuture.supplyAsync(completeFirst ? complete : close);
       waitersOfTheBatchRow(1);
-      second = java.util.concurrent.CompletableFuture.supplyAsync(completeFirst ? close : complete);
+      second = CompletableFuture.supplyAsync(completeFirst ? close : complete);
       waitersOfTheBatchRow(2);
       holder.rollback();
     }
-    Api.Reply firstReply = first.get(30, java.util.concurrent.TimeUnit.SECONDS);
-    Api.Reply secondReply = second.get(30, java.util.concurrent.TimeUnit.SECONDS);
-    (completeFirst ? firstReply : secondReply).expect(200);
-    (completeFirst ? secondReply : firstReply).expect(200);
+    Api.Reply firstReply = first.get(30, TimeUnit.SECONDS);
+    Api.Reply secondReply = second.get(30, TimeUnit.SECONDS);
+    firstReply.expect(200);
+    secondReply.expect(200);
 
     assertEquals(runs, rows(batch), "one row per hand-out, whichever came first");
-    assertEquals(
-        Set.of(failed),
-        Db.set(
-            "SELECT run_id FROM rollcall.ledger WHERE batch_id = ? AND outcome = 'failed'",
-            batch.id()));
+    assertEquals(Set.of(failed), failedRuns(batch));
     assertEquals(
         Set.of("enqueued", "failed"),
         Db.set("SELECT DISTINCT outcome FROM rollcall.ledger WHERE batch_id = ?", batch.id()),
@@ -236,9 +244,7 @@ class HandOutLedgerTest extends ApiTestBase {
         Db.column("SELECT state FROM rollcall.epochs WHERE id = ?", batch.epochId()).get(0));
     assertEquals(
         0,
-        Db.number(
-            "SELECT count(*) FROM rollcall.batches WHERE epoch_id = ? AND state IN ('ready', 'leased')",
-            batch.epochId()),
+        leftToHandOut(batch.epochId()),
         "a closed pass hands nothing out again, not even the complete's failed run");
   }
 
@@ -254,17 +260,13 @@ class HandOutLedgerTest extends ApiTestBase {
 
     assertEquals(1, answer.get("failed").asInt(), answer.toString());
     assertEquals(0, answer.get("retried").asInt(), "nothing is handed out again: " + answer);
-    assertEquals(
-        0,
-        Db.number(
-            "SELECT count(*) FROM rollcall.batches WHERE epoch_id = ? AND state IN ('ready', 'leased')",
-            batch.epochId()));
+    assertEquals(0, leftToHandOut(batch.epochId()));
   }
 
   private static void waitersOfTheBatchRow(int n) {
     Poll.until(
         n + " sessions waiting for the batch's row",
-        java.time.Duration.ofSeconds(10),
+        Duration.ofSeconds(10),
         () ->
             Db.number(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
@@ -297,7 +299,7 @@ class HandOutLedgerTest extends ApiTestBase {
         getClass()
             .getClassLoader()
             .getResourceAsStream("db/migration/V19__closed_passes_keep_nothing_to_hand_out.sql")) {
-      migration = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+      migration = new String(in.readAllBytes(), StandardCharsets.UTF_8);
     }
 
     try {

@@ -11,6 +11,7 @@ import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.Poll;
+import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
@@ -133,11 +134,7 @@ class ScanRangeTest extends ApiTestBase {
       late = CompletableFuture.supplyAsync(() -> api.claim(a, 100));
       range = awaitScanningRange(a);
       long epoch = Db.number("SELECT epoch_id FROM rollcall.batches WHERE id = ?", range);
-      api.send(
-              "POST",
-              "admin/epochs/" + epoch + "/close",
-              dev.rollcall.testing.RollcallTestResource.ADMIN_TOKEN,
-              null)
+      api.send("POST", "admin/epochs/" + epoch + "/close", RollcallTestResource.ADMIN_TOKEN, null)
           .expect(200);
       assertFalse(late.isDone(), "a's claim is still frozen before classifying");
       blocker.rollback();
