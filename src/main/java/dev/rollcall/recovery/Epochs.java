@@ -244,13 +244,22 @@ public class Epochs {
   }
 
   /**
+   * A batch {@code b} its pass still holds out: a range being classified, or a batch ready or
+   * leased. A pass with one is not over, and a close gives them up. The same states as the partial
+   * index batches_claimable, written out so that the planner uses it.
+   */
+  private static final String HELD_OUT = "b.state IN ('scanning', 'ready', 'leased')";
+
+  /**
    * An epoch ({@code rollcall.epochs}, id $1) whose pass is over: open, its scan finished, no batch
-   * scanning, ready or leased, and no deferred run left to re-check.
+   * held out ({@link #HELD_OUT}), and no deferred run left to re-check.
    */
   private static final String FINISHED =
       "state = 'open' AND scan_done"
           + " AND NOT EXISTS (SELECT 1 FROM rollcall.batches b"
-          + "   WHERE b.epoch_id = $1 AND b.state IN ('scanning', 'ready', 'leased'))"
+          + "   WHERE b.epoch_id = $1 AND "
+          + HELD_OUT
+          + ")"
           + " AND NOT EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = $1)";
 
   /**
@@ -347,8 +356,10 @@ public class Epochs {
     return client
         .preparedQuery(
             // A batch's state before the update, read from the row it locks (was).
-            "WITH was AS (SELECT id, state FROM rollcall.batches WHERE epoch_id = $1"
-                + "   AND state IN ('scanning', 'ready', 'leased') FOR UPDATE)"
+            "WITH was AS (SELECT b.id, b.state FROM rollcall.batches b WHERE b.epoch_id = $1"
+                + " AND "
+                + HELD_OUT
+                + " FOR UPDATE)"
                 + " UPDATE rollcall.batches b SET state = 'abandoned', completed_at = now()"
                 + " FROM was WHERE b.id = was.id RETURNING b.id, b.fence, was.state")
         .execute(Tuple.of(epochId))
