@@ -4,7 +4,7 @@
 // process that dies (kill -9, OOM kill, crash) is seen dead in about a second instead of a lease.
 //
 // What it reports in each heartbeat, as `sessionLock`:
-//   { state: 'held', pid, reconnected }  the lock is held by backend `pid` (verified in pg_locks);
+//   { state: 'held', pid, reconnected }  the lock is held by backend `pid` (seen in pg_locks when taken);
 //                                        `reconnected` once after it was taken again in a new session
 //   { state: 'lost' }                    the session ended; reconnecting (the service keeps the lease)
 //   { state: 'unavailable' }             it cannot be held: someone else holds the key (a collision),
@@ -15,6 +15,10 @@
 const RECONNECT_MIN_MS = 50;
 const RECONNECT_MAX_MS = 2_000;
 
+// Whether this session's backend holds the lock: read once, right after taking it. pg_locks copies
+// the server's whole lock table (every instance's session lock), so the check before each
+// heartbeat reads only the backend pid; the service looks at pg_locks itself when a report could
+// change what it records, and its checks watch every lock.
 const HELD_BY_ME = `SELECT pg_backend_pid() AS pid, EXISTS (SELECT 1 FROM pg_locks
   WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND pid = pg_backend_pid()
     AND classid = $1::int::oid AND objid = $2::int::oid) AS held`;
@@ -67,19 +71,19 @@ export class SessionLock {
   }
 
   /**
-   * Re-checks that the lock is still held by this very backend; run before each heartbeat. A
-   * backend that changed while the session never ended means a proxy multiplexes it.
+   * Re-checks that the session is still on the backend that took the lock; run before each
+   * heartbeat, in constant time. A backend that changed while the session never ended means a
+   * proxy multiplexes it. A session that ended errors here, and its 'end' or 'error' event
+   * reconnects.
    */
   async verify() {
     if (this.#state !== 'held' || !this.#client) return;
     const client = this.#client;
     try {
-      const { rows } = await client.query(HELD_BY_ME, [this.#keys.classId, this.#keys.objId]);
+      const { rows } = await client.query('SELECT pg_backend_pid() AS pid');
       if (client !== this.#client) return;
       if (rows[0].pid !== this.#pid) {
         this.#unavailable('pooled', 'the database backend changed under an open session: a transaction-pooling proxy?');
-      } else if (!rows[0].held) {
-        this.#unavailable('pooled', 'the session no longer holds its lock: a transaction-pooling proxy?');
       }
     } catch (error) {
       // The session is ending; its 'end' or 'error' event reconnects.

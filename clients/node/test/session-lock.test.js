@@ -164,4 +164,39 @@ describe('the session lock', () => {
       for (const s of servers) await s.end();
     }
   });
+
+  test('the check before each heartbeat reads the backend pid, not the lock table, and sees a backend that changed', async () => {
+    // A session that a proxy moves to another server connection after the lock was taken.
+    const servers = [await openSession(pg.Client, service.dbUrl), await openSession(pg.Client, service.dbUrl)];
+    let on = 0;
+    const sent = [];
+    const moving = {
+      query: (text, values) => {
+        sent.push(text);
+        return servers[on].query(text, values);
+      },
+      on() {},
+      end: async () => {},
+    };
+    try {
+      const keys = { classId: CLASS_ID, objId: 876_543_219 };
+      const lock = new SessionLock({ connect: async () => moving, keys, log: silent });
+      await lock.start();
+      assert.equal(lock.state, 'held');
+      sent.length = 0;
+      await lock.verify();
+      await lock.verify();
+      assert.equal(lock.state, 'held');
+      assert.equal(sent.length, 2);
+      // pg_locks copies every session lock of the server: a fleet's beats must not read it.
+      assert.ok(sent.every((text) => !/pg_locks/.test(text)), sent.join('\n'));
+
+      on = 1;
+      await lock.verify();
+      assert.equal(lock.state, 'unavailable');
+      assert.equal(lock.reason, 'pooled');
+    } finally {
+      for (const s of servers) await s.end();
+    }
+  });
 });

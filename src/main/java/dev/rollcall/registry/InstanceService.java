@@ -250,7 +250,10 @@ public class InstanceService {
           + " FROM (SELECT DISTINCT b.id FROM unnest($1::uuid[]) AS b(id)) b"
           + " WHERE i.id = b.id AND "
           + Liveness.liveById("i.")
-          + " RETURNING i.id, i.lease_expires_at, cardinality(i.worker_ids) AS workers, "
+          + " RETURNING i.id, i.lease_expires_at, cardinality(i.worker_ids) AS workers,"
+          // What the row records of the session lock: a beat whose report changes none of it
+          // writes nothing more (SessionLiveness.changes).
+          + " i.session_lock, i.session_pid, i.session_missing_since IS NOT NULL AS sighted, "
           + RECOVERY_PENDING
           + " AS recovery_pending, "
           + PEER_EXPIRES_IN_MS
@@ -385,8 +388,15 @@ public class InstanceService {
         .chain(
             rows -> {
               java.util.Map<UUID, Heartbeat> renewed = new java.util.HashMap<>();
+              java.util.Map<UUID, SessionLiveness.Recorded> recorded = new java.util.HashMap<>();
               for (Row row : rows) {
                 UUID id = row.getUUID("id");
+                recorded.put(
+                    id,
+                    new SessionLiveness.Recorded(
+                        row.getString("session_lock"),
+                        row.getInteger("session_pid"),
+                        row.getBoolean("sighted")));
                 if (row.getInteger("workers") >= MAX_WORKER_IDS && naming.contains(id)) {
                   LOG.warnf(
                       "instance %s names %d queue workers or more; those beyond are not"
@@ -407,7 +417,7 @@ public class InstanceService {
                       .filter(id -> !renewed.containsKey(id))
                       .toList();
               return notLive(conn, missed)
-                  .chain(failures -> recordRenewed(conn, flushed, renewed, failures));
+                  .chain(failures -> recordRenewed(conn, flushed, renewed, recorded, failures));
             });
   }
 
@@ -415,39 +425,53 @@ public class InstanceService {
       SqlClient conn,
       List<Beat> flushed,
       java.util.Map<UUID, Heartbeat> renewed,
+      java.util.Map<UUID, SessionLiveness.Recorded> recorded,
       java.util.Map<UUID, DomainException> failures) {
     List<Coalescer.Outcome<Heartbeat>> outcomes = new java.util.ArrayList<>();
+    // Session reports that change what their rows record, all recorded in one statement; the
+    // others are not recorded (nor looked into). Of an instance's beats in one flush (a client
+    // that sent them at once), the last one's report counts, with a reconnect any of them reported.
+    java.util.Map<UUID, SessionLiveness.SessionReport> reports = new java.util.LinkedHashMap<>();
     List<Beat> reporting = new java.util.ArrayList<>();
     for (Beat b : flushed) {
-      Heartbeat beat = renewed.get(b.caller().instanceId());
+      UUID id = b.caller().instanceId();
+      Heartbeat beat = renewed.get(id);
       if (beat == null) {
-        outcomes.add(Coalescer.Outcome.failed(failures.get(b.caller().instanceId())));
+        outcomes.add(Coalescer.Outcome.failed(failures.get(id)));
         continue;
       }
       outcomes.add(Coalescer.Outcome.of(beat));
-      if (b.session().isPresent() || b.inFlight().isPresent()) {
+      b.session()
+          .ifPresent(
+              r ->
+                  reports.merge(
+                      id,
+                      r,
+                      (was, last) ->
+                          new SessionLiveness.SessionReport(
+                              last.state(), last.pid(), was.reconnected() || last.reconnected())));
+      if (b.inFlight().isPresent()) {
         reporting.add(b);
       }
     }
+    reports
+        .entrySet()
+        .removeIf(e -> !SessionLiveness.changes(e.getValue(), recorded.get(e.getKey())));
     // In the renewal's transaction: a takeover (which locks the row FOR UPDATE) comes after these,
     // and releases what they wrote. One beat after another as a stream, in constant stack depth: a
     // chain built in a loop nests frames per beat, and a flush holds up to MAX_BEATS_PER_FLUSH
     // (CoalescedHeartbeatsTest.aFullFlushIsAnsweredAndRenewsEveryInstance).
-    return Multi.createFrom()
-        .iterable(reporting)
-        .onItem()
-        .transformToUniAndConcatenate(
-            b ->
-                b.session()
-                    .map(r -> sessions.record(conn, b.caller().instanceId(), r))
-                    .orElse(Uni.createFrom().voidItem())
-                    .chain(
-                        () ->
-                            b.inFlight()
-                                .map(set -> ownership.replace(conn, b.caller(), set))
-                                .orElse(Uni.createFrom().voidItem())))
-        .onItem()
-        .ignoreAsUni()
+    return sessions
+        .record(conn, reports)
+        .chain(
+            () ->
+                Multi.createFrom()
+                    .iterable(reporting)
+                    .onItem()
+                    .transformToUniAndConcatenate(
+                        b -> ownership.replace(conn, b.caller(), b.inFlight().orElseThrow()))
+                    .onItem()
+                    .ignoreAsUni())
         .replaceWith(outcomes);
   }
 

@@ -103,30 +103,73 @@ public class SessionLiveness {
   }
 
   /**
-   * Records a heartbeat's lock report, in the heartbeat's transaction (after its renewal, which
-   * row-locks the instance, so a death decided concurrently waits for it and re-checks). A report
-   * of {@code held} arms the fast path only when the service itself sees the lock granted to the
-   * reported backend in its own database; a new backend or a reconnect restarts the grace.
+   * What an instance row records of its session lock, as the heartbeat's renewal returned it: the
+   * renewal row-locked it, so it stays so until the heartbeat's transaction ends.
    */
-  public Uni<Void> record(SqlClient conn, UUID instanceId, SessionReport report) {
+  public record Recorded(String lock, Integer pid, boolean sighted) {}
+
+  /**
+   * Whether a heartbeat's report must be recorded: false when recording it would write what the row
+   * already says. Recording a report of {@code held} reads {@code pg_locks}, which copies the whole
+   * lock table (every session lock of the fleet), and every record is a write of the row; nearly
+   * every beat of a fleet reports the lock its row already records held, so nearly every beat skips
+   * both, and a beat costs the same whatever the fleet's size. A report is recorded when it names
+   * another state or backend, reports a reconnect (the grace starts again), reports {@code held}
+   * over a lock the service has not seen held ({@code unseen}: it looks again), or when a check has
+   * recorded a sighting of the lock missing (the beat then looks, as it always did: a lock gone
+   * from a session that lives is {@code unseen}, and the instance keeps its lease). The checks keep
+   * watching every armed lock.
+   */
+  public static boolean changes(SessionReport report, Recorded recorded) {
+    return report.reconnected()
+        || recorded.sighted()
+        || !java.util.Objects.equals(report.pid(), recorded.pid())
+        || !report.state().name().equalsIgnoreCase(recorded.lock());
+  }
+
+  /**
+   * Records the lock reports of one flush of heartbeats (those that {@link #changes} what is
+   * recorded), in the flush's transaction, after its renewal, which row-locks the instances: a
+   * death decided concurrently waits for it and re-checks. A report of {@code held} arms the fast
+   * path only when the service itself sees the lock granted to the reported backend in its own
+   * database; a new backend or a reconnect restarts the grace. One statement for the flush, which
+   * reads the lock table at most once, when some report is {@code held}: the first beats of a fleet
+   * that starts at once cost one read of it per flush, not one per instance.
+   */
+  public Uni<Void> record(SqlClient conn, java.util.Map<UUID, SessionReport> reports) {
+    if (reports.isEmpty()) {
+      return Uni.createFrom().voidItem();
+    }
+    int n = reports.size();
+    UUID[] ids = new UUID[n];
+    String[] states = new String[n];
+    Integer[] pids = new Integer[n];
+    Boolean[] reconnected = new Boolean[n];
+    int k = 0;
+    for (var e : reports.entrySet()) {
+      ids[k] = e.getKey();
+      states[k] = e.getValue().state().name().toLowerCase();
+      pids[k] = e.getValue().pid();
+      reconnected[k++] = e.getValue().reconnected();
+    }
     return conn.preparedQuery(
-            "WITH seen AS (SELECT EXISTS (SELECT 1 FROM ("
+            "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::bool[])"
+                + "   AS r(id, state, pid, reconnected)),"
+                // Read only when a report is held (a CTE runs when first read from).
+                + " locks AS MATERIALIZED (SELECT DISTINCT l.objid, l.pid FROM ("
                 + ROLLCALL_LOCKS
-                + ") l WHERE l.objid = rollcall.session_lock_objid($1)::oid AND l.pid = $3)"
-                + " AS held),"
-                + " next AS (SELECT CASE WHEN $2 <> 'held' THEN $2 WHEN seen.held THEN 'held'"
-                + "   ELSE 'unseen' END AS lock FROM seen)"
-                + " UPDATE rollcall.instances i SET session_lock = next.lock, session_pid = $3,"
+                + ") l WHERE EXISTS (SELECT 1 FROM r WHERE r.state = 'held')),"
+                + " next AS (SELECT r.id, r.pid, r.reconnected, CASE WHEN r.state <> 'held'"
+                + "   THEN r.state WHEN l.objid IS NOT NULL THEN 'held' ELSE 'unseen' END AS lock"
+                + "   FROM r LEFT JOIN locks l ON r.state = 'held'"
+                + "   AND l.objid = rollcall.session_lock_objid(r.id)::oid AND l.pid = r.pid)"
+                + " UPDATE rollcall.instances i SET session_lock = next.lock, session_pid = next.pid,"
                 + " session_missing_since = NULL,"
                 + " session_since = CASE WHEN next.lock = 'held' AND (i.session_lock <> 'held'"
-                + "   OR $4 OR i.session_pid IS DISTINCT FROM $3) THEN now() ELSE i.session_since END"
-                + " FROM next WHERE i.id = $1 AND i.state = 'live'")
-        .execute(
-            Tuple.of(
-                instanceId,
-                report.state().name().toLowerCase(),
-                report.pid(),
-                report.reconnected()))
+                + "   OR next.reconnected OR i.session_pid IS DISTINCT FROM next.pid)"
+                + "   THEN now() ELSE i.session_since END"
+                + " FROM next WHERE i.id = next.id AND i.state = 'live'")
+        .execute(Tuple.of(ids, states, pids, reconnected))
         .replaceWithVoid();
   }
 

@@ -156,6 +156,113 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
   }
 
   /**
+   * The session reports of one flush are recorded in one statement, which reads the lock table
+   * once: each instance gets its own verdict, and a report that changes nothing its row records is
+   * not looked into (SessionLiveness.changes).
+   */
+  @Test
+  void theSessionReportsOfAFlushAreRecordedTogetherEachOnItsOwn() throws Exception {
+    List<Instance> holders = new ArrayList<>();
+    for (int k = 0; k < 4; k++) {
+      holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
+    }
+    String deploy = "reports-" + UUID.randomUUID();
+    Instance seen = api.register(SourceTables.SMALL, deploy, "seen");
+    Instance elsewhere = api.register(SourceTables.SMALL, deploy, "elsewhere");
+    Instance lost = api.register(SourceTables.SMALL, deploy, "lost");
+    Instance quiet = api.register(SourceTables.SMALL, deploy, "quiet");
+    Instance sighted = api.register(SourceTables.SMALL, deploy, "sighted");
+    ExecutorService senders = Executors.newFixedThreadPool(4);
+    try (Connection session = Db.database().connect();
+        Connection lock = Db.database().connect()) {
+      int pid = backendPid(session);
+      for (Instance i : List.of(seen, elsewhere, quiet, sighted)) {
+        lockFor(session, "pg_advisory_lock", i);
+      }
+      // Armed already, each by a beat of its own; then their locks go while the session lives.
+      for (Instance i : List.of(quiet, sighted)) {
+        beat(i, SessionLiveness.Report.HELD, pid).get(10, TimeUnit.SECONDS);
+        assertEquals("held", sessionLock(i));
+        lockFor(session, "pg_advisory_unlock", i);
+      }
+      // A check saw this one's lock missing.
+      Db.update(
+          "UPDATE rollcall.instances SET session_missing_since = now() WHERE id = ?", sighted.id());
+      long flushesBefore = flushes().count();
+
+      List<CompletableFuture<Api.Reply>> held = holdEveryFlush(lock, holders, senders);
+      List<CompletableFuture<InstanceService.Heartbeat>> beats =
+          List.of(
+              beat(seen, SessionLiveness.Report.HELD, pid),
+              beat(elsewhere, SessionLiveness.Report.HELD, pid + 100_000),
+              beat(lost, SessionLiveness.Report.LOST, null),
+              beat(quiet, SessionLiveness.Report.HELD, pid),
+              beat(sighted, SessionLiveness.Report.HELD, pid));
+      Poll.until(
+          "5 beats wait for a flush",
+          Duration.ofSeconds(10),
+          () -> instances.heartbeatsWaiting() == 5);
+      lock.rollback();
+      for (CompletableFuture<Api.Reply> h : held) {
+        h.get(10, TimeUnit.SECONDS).expect(200);
+      }
+      for (var b : beats) {
+        b.get(10, TimeUnit.SECONDS);
+      }
+      assertEquals(5, flushes().count() - flushesBefore, "four held flushes, then one for the 5");
+    } finally {
+      senders.shutdownNow();
+    }
+    assertEquals("held", sessionLock(seen), "its lock is held by the reported backend");
+    assertEquals("unseen", sessionLock(elsewhere), "the reported backend does not hold it");
+    assertEquals("lost", sessionLock(lost));
+    assertEquals("held", sessionLock(quiet), "a report that changes nothing is not looked into");
+    assertEquals("unseen", sessionLock(sighted), "a sighting makes the report look");
+    assertEquals(
+        null,
+        Db.column("SELECT session_missing_since FROM rollcall.instances WHERE id = ?", sighted.id())
+            .get(0));
+  }
+
+  private CompletableFuture<InstanceService.Heartbeat> beat(
+      Instance i, SessionLiveness.Report state, Integer pid) {
+    return instances
+        .heartbeat(
+            new Caller(i.id(), i.namespace(), i.deploymentId()),
+            java.util.Optional.empty(),
+            java.util.Optional.of(new SessionLiveness.SessionReport(state, pid, false)),
+            List.of())
+        .subscribeAsCompletionStage();
+  }
+
+  private static String sessionLock(Instance i) {
+    return Db.column("SELECT session_lock FROM rollcall.instances WHERE id = ?", i.id()).get(0);
+  }
+
+  private static int backendPid(Connection c) throws java.sql.SQLException {
+    try (var st = c.createStatement();
+        var rs = st.executeQuery("SELECT pg_backend_pid()")) {
+      rs.next();
+      return rs.getInt(1);
+    }
+  }
+
+  /** Runs {@code function} (take or release) on instance {@code i}'s session lock in {@code c}. */
+  private static void lockFor(Connection c, String function, Instance i)
+      throws java.sql.SQLException {
+    try (PreparedStatement st =
+        c.prepareStatement(
+            "SELECT "
+                + function
+                + "("
+                + SessionLiveness.CLASS_ID
+                + ", rollcall.session_lock_objid(?::uuid))")) {
+      st.setObject(1, i.id());
+      st.executeQuery().close();
+    }
+  }
+
+  /**
    * A full flush (InstanceService.MAX_BEATS_PER_FLUSH beats) is answered and renews every instance.
    * Its per-beat statements were a chain built in a loop; a flush this size overflowed the stack of
    * the event loop that subscribed to it, the flush never answered, and its slot was never freed.

@@ -230,6 +230,30 @@ class SessionLivenessTest extends ApiTestBase {
     assertEquals("live", column(h.instance(), "state"));
   }
 
+  /**
+   * Reading {@code pg_locks} copies the fleet's whole lock table, so an armed instance's beat does
+   * not: only the checks watch its lock. The lock here goes while its session lives (released on
+   * that backend, as a proxy's session reset would), which a beat that looked would see at once.
+   */
+  @Test
+  void anArmedInstancesBeatLooksAtTheLockTableOnlyOnceACheckMissedItsLock() throws Exception {
+    Held h = armed("beats-armed");
+    try (Statement st = h.session().createStatement()) {
+      st.execute("SELECT pg_advisory_unlock(" + h.classId() + ", " + h.objId() + ")");
+    }
+
+    report(h.instance(), "held", h.pid(), false).expect(200);
+    assertEquals("held", column(h.instance(), "session_lock"), "the beat did not look");
+
+    check(FAST);
+    assertTrue(column(h.instance(), "session_missing_since") != null, "a check missed the lock");
+    report(h.instance(), "held", h.pid(), false).expect(200);
+    assertEquals("unseen", column(h.instance(), "session_lock"), "this beat looked");
+
+    twoChecks(FAST);
+    assertEquals("live", column(h.instance(), "state"), "a beating instance is left to its lease");
+  }
+
   @Test
   void oneSightingIsNotEnoughALockTakenAgainBeforeTheConfirmClearsIt() throws Exception {
     Held h = armed("reconnects-quietly");
