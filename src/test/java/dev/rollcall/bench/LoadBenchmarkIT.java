@@ -1,5 +1,6 @@
 package dev.rollcall.bench;
 
+import dev.rollcall.registry.SessionLiveness;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
@@ -15,6 +16,7 @@ import io.vertx.core.http.HttpClient;
 import io.vertx.core.http.HttpClientOptions;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.RequestOptions;
+import java.sql.Connection;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -119,6 +121,19 @@ class LoadBenchmarkIT {
       api.drain(drainer, 5000);
       api.leave(drainer).expect(204);
     }
+    // -Dbench.session-locks=true: every fleet instance's session lock is held, as its client holds
+    // it, and each heartbeat reports it held by that backend, as a client's does. The locks are
+    // spread over a few sessions (a lock table as large as the fleet's, with fewer backends than
+    // a fleet would have).
+    List<Connection> holders = new ArrayList<>();
+    List<Integer> holderPids = new ArrayList<>();
+    if (Boolean.getBoolean("bench.session-locks")) {
+      for (int h = 0; h < 16; h++) {
+        Connection c = Db.database().connect();
+        holders.add(c);
+        holderPids.add(Integer.valueOf(one(c, "SELECT pg_backend_pid()::text")));
+      }
+    }
     ExecutorService registrars = Executors.newFixedThreadPool(16);
     long registering = System.nanoTime();
     List<java.util.concurrent.Future<?>> registered = new ArrayList<>();
@@ -133,7 +148,26 @@ class LoadBenchmarkIT {
                         .setMethod(HttpMethod.POST)
                         .setURI("/instances/" + instance.id() + "/heartbeat")
                         .putHeader("Authorization", "Bearer " + instance.token())
+                        .putHeader("Content-Type", "application/json")
                         .setTimeout(30_000);
+                io.vertx.core.buffer.Buffer report = io.vertx.core.buffer.Buffer.buffer("{}");
+                if (!holders.isEmpty()) {
+                  Connection holder = holders.get(me % holders.size());
+                  synchronized (holder) {
+                    one(
+                        holder,
+                        "SELECT pg_advisory_lock("
+                            + SessionLiveness.CLASS_ID
+                            + ", rollcall.session_lock_objid(?::uuid))::text",
+                        instance.id().toString());
+                  }
+                  report =
+                      io.vertx.core.buffer.Buffer.buffer(
+                          "{\"sessionLock\":{\"state\":\"held\",\"pid\":"
+                              + holderPids.get(me % holders.size())
+                              + ",\"reconnected\":false}}");
+                }
+                io.vertx.core.buffer.Buffer body = report;
                 openLoop(
                     beats,
                     periodMs,
@@ -143,8 +177,8 @@ class LoadBenchmarkIT {
                             .compose(
                                 request ->
                                     request
-                                        .send()
-                                        .compose(r -> r.body().map(body -> r.statusCode())))
+                                        .send(body)
+                                        .compose(r -> r.body().map(b -> r.statusCode())))
                             .onComplete(
                                 reply -> {
                                   if (!counted) {
@@ -423,6 +457,20 @@ class LoadBenchmarkIT {
         new java.util.TreeMap<>(idleAnswers),
         rss,
         loadAverage());
+  }
+
+  /** The first column of the first row of {@code sql} on {@code c}, as text. */
+  private static String one(Connection c, String sql, Object... params)
+      throws java.sql.SQLException {
+    try (java.sql.PreparedStatement st = c.prepareStatement(sql)) {
+      for (int p = 0; p < params.length; p++) {
+        st.setObject(p + 1, params[p]);
+      }
+      try (java.sql.ResultSet rs = st.executeQuery()) {
+        rs.next();
+        return rs.getString(1);
+      }
+    }
   }
 
   /**
