@@ -155,7 +155,8 @@ public class SessionLiveness {
     return conn.preparedQuery(
             "WITH r AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::bool[])"
                 + "   AS r(id, state, pid, reconnected)),"
-                // Read only when a report is held (a CTE runs when first read from).
+                // Read once, and not at all when no report is held: the uncorrelated EXISTS is a
+                // one-time filter over the scan of pg_locks.
                 + " locks AS MATERIALIZED (SELECT DISTINCT l.objid, l.pid FROM ("
                 + ROLLCALL_LOCKS
                 + ") l WHERE EXISTS (SELECT 1 FROM r WHERE r.state = 'held')),"
