@@ -134,6 +134,14 @@ class LoadBenchmarkIT {
         holderPids.add(Integer.valueOf(one(c, "SELECT pg_backend_pid()::text")));
       }
     }
+    // -Dbench.in-flight=K: each heartbeat also carries the instance's in-flight set, as every
+    // client's does: K executions (run id and queue message id; 0: an empty set, an idle
+    // client's), of which -Dbench.in-flight-changes=C are replaced by new ones at every beat (runs
+    // finishing while others start; 0: the same set beat after beat, as during long steps).
+    int inFlightSize = Integer.getInteger("bench.in-flight", -1);
+    int inFlightChanges = Integer.getInteger("bench.in-flight-changes", 0);
+    // -Dbench.in-flight-change-every=E: the set moves on at every E-th beat only (1: every beat).
+    int changeEvery = Math.max(1, Integer.getInteger("bench.in-flight-change-every", 1));
     ExecutorService registrars = Executors.newFixedThreadPool(16);
     long registering = System.nanoTime();
     List<java.util.concurrent.Future<?>> registered = new ArrayList<>();
@@ -150,7 +158,7 @@ class LoadBenchmarkIT {
                         .putHeader("Authorization", "Bearer " + instance.token())
                         .putHeader("Content-Type", "application/json")
                         .setTimeout(30_000);
-                io.vertx.core.buffer.Buffer report = io.vertx.core.buffer.Buffer.buffer("{}");
+                String report = "";
                 if (!holders.isEmpty()) {
                   Connection holder = holders.get(me % holders.size());
                   synchronized (holder) {
@@ -162,12 +170,20 @@ class LoadBenchmarkIT {
                         instance.id().toString());
                   }
                   report =
-                      io.vertx.core.buffer.Buffer.buffer(
-                          "{\"sessionLock\":{\"state\":\"held\",\"pid\":"
-                              + holderPids.get(me % holders.size())
-                              + ",\"reconnected\":false}}");
+                      "\"sessionLock\":{\"state\":\"held\",\"pid\":"
+                          + holderPids.get(me % holders.size())
+                          + ",\"reconnected\":false}";
                 }
-                io.vertx.core.buffer.Buffer body = report;
+                String sessionReport = report;
+                AtomicLong beatsSent = new AtomicLong();
+                java.util.function.Supplier<io.vertx.core.buffer.Buffer> body =
+                    () ->
+                        io.vertx.core.buffer.Buffer.buffer(
+                            heartbeatBody(
+                                me,
+                                sessionReport,
+                                inFlightSize,
+                                inFlightChanges * (beatsSent.getAndIncrement() / changeEvery)));
                 openLoop(
                     beats,
                     periodMs,
@@ -177,7 +193,7 @@ class LoadBenchmarkIT {
                             .compose(
                                 request ->
                                     request
-                                        .send(body)
+                                        .send(body.get())
                                         .compose(r -> r.body().map(b -> r.statusCode())))
                             .onComplete(
                                 reply -> {
@@ -367,7 +383,7 @@ class LoadBenchmarkIT {
     beats.shutdownNow();
     vertx.close();
     System.out.printf(
-        "%nService load (%d instances heartbeating every %d ms, %d claimers, %d s)%n"
+        "%nService load (%d instances heartbeating every %d ms%s, %d claimers, %d s)%n"
             + "  heartbeats  %6d (%.0f/s)  p50 %d ms  p99 %d ms  (open loop: from when due;"
             + " %d leases lost)%n"
             + "  claims      %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%s; %d batches, %d runs"
@@ -394,6 +410,18 @@ class LoadBenchmarkIT {
             + "  load average %s%n%n",
         instanceCount,
         periodMs,
+        (Boolean.getBoolean("bench.session-locks") ? ", reporting held session locks" : "")
+            + (Integer.getInteger("bench.in-flight", -1) >= 0
+                ? String.format(
+                    ", %d in flight each, %d of them new at every %s",
+                    Integer.getInteger("bench.in-flight", -1),
+                    Math.min(
+                        Integer.getInteger("bench.in-flight-changes", 0),
+                        Integer.getInteger("bench.in-flight", -1)),
+                    Integer.getInteger("bench.in-flight-change-every", 1) > 1
+                        ? Integer.getInteger("bench.in-flight-change-every", 1) + "th beat"
+                        : "beat")
+                : ""),
         claimerCount,
         seconds,
         heartbeatMs.size(),
@@ -638,5 +666,31 @@ class LoadBenchmarkIT {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
+  }
+
+  /**
+   * A heartbeat's body: the session report (JSON members, or empty) and, unless {@code size} is
+   * negative, an in-flight set of {@code size} executions of instance {@code me}, numbered from
+   * {@code first} (a set that moves on by C executions a beat starts C further each time).
+   */
+  static String heartbeatBody(int me, String sessionReport, int size, long first) {
+    StringBuilder body = new StringBuilder("{").append(sessionReport);
+    if (size >= 0) {
+      body.append(sessionReport.isEmpty() ? "" : ",").append("\"inFlight\":[");
+      for (long k = first; k < first + size; k++) {
+        body.append(k == first ? "" : ",")
+            .append("{\"runId\":\"load-run-")
+            .append(me)
+            .append('-')
+            .append(k)
+            .append("\",\"messageId\":\"load-message-")
+            .append(me)
+            .append('-')
+            .append(k)
+            .append("\"}");
+      }
+      body.append(']');
+    }
+    return body.append('}').toString();
   }
 }
