@@ -21,39 +21,66 @@ public class Ownership {
   /** The most entries one in-flight set may carry. */
   public static final int MAX_IN_FLIGHT = 10_000;
 
+  /** One instance's in-flight set as it reports it now, to replace what it reported before. */
+  public record Replacement(Caller caller, Collection<InFlight> inFlight) {}
+
   /**
    * Replaces the instance's in-flight set with exactly these executions: its runs, and the queue
    * message ids of those whose message it knows. A message keeps the time it was first reported
    * (the proof that a queue lock taken before then is this instance's).
    */
   public Uni<Void> replace(SqlClient client, Caller caller, Collection<InFlight> inFlight) {
-    String[] runIds = new String[inFlight.size()];
-    String[] messageIds = new String[inFlight.size()];
+    return replace(client, List.of(new Replacement(caller, inFlight)));
+  }
+
+  /**
+   * Replaces the in-flight sets of several instances in one statement (a heartbeat flush's): each
+   * instance's rows become exactly its set, an empty set included. Of two sets of one instance the
+   * last counts. The caller holds the instances' rows locked (the renewal, a registration or a
+   * leave), so no other writer of these instances' rows runs meanwhile.
+   */
+  public Uni<Void> replace(SqlClient client, List<Replacement> sets) {
+    Map<UUID, Replacement> last = new java.util.LinkedHashMap<>();
+    for (Replacement r : sets) {
+      last.put(r.caller().instanceId(), r);
+    }
+    if (last.isEmpty()) {
+      return Uni.createFrom().voidItem();
+    }
+    UUID[] instances = new UUID[last.size()];
+    String[] namespaces = new String[last.size()];
+    List<UUID> owners = new java.util.ArrayList<>();
+    List<String> runIds = new java.util.ArrayList<>();
+    List<String> messageIds = new java.util.ArrayList<>();
     int i = 0;
-    for (InFlight e : inFlight) {
-      runIds[i] = e.runId();
-      messageIds[i++] = e.messageId();
+    for (Replacement r : last.values()) {
+      instances[i] = r.caller().instanceId();
+      namespaces[i++] = r.caller().namespace();
+      for (InFlight e : r.inFlight()) {
+        owners.add(r.caller().instanceId());
+        runIds.add(e.runId());
+        messageIds.add(e.messageId());
+      }
     }
     return client
-        .preparedQuery(
-            "WITH incoming AS (SELECT u.run_id, u.message_id"
-                + "   FROM unnest($2::text[], $3::text[]) AS u(run_id, message_id)),"
-                + " runs AS (SELECT DISTINCT run_id FROM incoming),"
-                + " messages AS (SELECT DISTINCT ON (message_id) message_id, run_id FROM incoming"
-                + "   WHERE message_id IS NOT NULL ORDER BY message_id, run_id),"
-                + " dropped AS (DELETE FROM rollcall.ownership o WHERE o.instance_id = $1"
-                + "   AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = o.run_id)),"
-                + " dropped_messages AS (DELETE FROM rollcall.ownership_messages m"
-                + "   WHERE m.instance_id = $1"
-                + "   AND NOT EXISTS (SELECT 1 FROM messages i WHERE i.message_id = m.message_id)),"
-                + " added_messages AS (INSERT INTO rollcall.ownership_messages"
-                + "   (instance_id, message_id, run_id, namespace)"
-                + "   SELECT $1, message_id, run_id, $4 FROM messages ON CONFLICT DO NOTHING)"
-                + " INSERT INTO rollcall.ownership (instance_id, run_id, namespace)"
-                + " SELECT $1, run_id, $4 FROM runs ON CONFLICT DO NOTHING")
-        .execute(Tuple.of(caller.instanceId(), runIds, messageIds, caller.namespace()))
+        .preparedQuery(REPLACE)
+        .execute(
+            Tuple.of(
+                instances,
+                namespaces,
+                owners.toArray(UUID[]::new),
+                runIds.toArray(String[]::new),
+                messageIds.toArray(String[]::new)))
         .replaceWithVoid();
   }
+
+  /**
+   * Instances {@code $1} (of namespaces {@code $2}) now execute exactly the executions {@code ($3,
+   * $4, $5)}: instance, run, message id or null. The statement, and why it reads the tables as it
+   * does, is the database function's ({@code V20__in_flight_sets_by_instance.sql}): each instance's
+   * rows read through its key by plain index scans, a steady set writing nothing.
+   */
+  static final String REPLACE = "SELECT rollcall.replace_in_flight($1, $2, $3, $4, $5)";
 
   /**
    * The live owners of runs {@code $2} of namespace {@code $1}: read from the runs' ownership rows,

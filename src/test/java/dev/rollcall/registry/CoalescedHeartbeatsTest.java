@@ -224,6 +224,108 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
             .get(0));
   }
 
+  /**
+   * The in-flight sets of one flush are replaced together (one statement), each instance's on its
+   * own: a run one instance drops and another reports moves, an empty set drops everything, of two
+   * beats of one instance the last counts, a beat without a set leaves the rows alone, and a
+   * message reported again keeps the time it was first reported.
+   */
+  @Test
+  void theInFlightSetsOfAFlushAreReplacedTogetherEachOnItsOwn() throws Exception {
+    List<Instance> holders = new ArrayList<>();
+    for (int k = 0; k < 4; k++) {
+      holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
+    }
+    String deploy = "sets-" + UUID.randomUUID();
+    Instance moving = api.register(SourceTables.SMALL, deploy, "moving");
+    Instance emptied = api.register(SourceTables.SMALL, deploy, "emptied");
+    Instance taking = api.register(SourceTables.SMALL, deploy, "taking");
+    Instance twice = api.register(SourceTables.SMALL, deploy, "twice");
+    Instance silent = api.register(SourceTables.SMALL, deploy, "silent");
+    String p = "set-" + UUID.randomUUID() + "-";
+    setBeat(moving, List.of(InFlight.run(p + "r1"), new InFlight(p + "r2", p + "m2")));
+    setBeat(emptied, List.of(new InFlight(p + "r3", p + "m3")));
+    setBeat(taking, List.of(InFlight.run(p + "r4")));
+    setBeat(twice, List.of(InFlight.run(p + "r5")));
+    setBeat(silent, List.of(new InFlight(p + "r6", p + "m6")));
+    String m2At = reportedAt(moving, p + "m2");
+    ExecutorService senders = Executors.newFixedThreadPool(4);
+    try (Connection lock = Db.database().connect()) {
+      long flushesBefore = flushes().count();
+      List<CompletableFuture<Api.Reply>> held = holdEveryFlush(lock, holders, senders);
+      List<CompletableFuture<InstanceService.Heartbeat>> beats =
+          List.of(
+              setBeatAsync(
+                  moving,
+                  java.util.Optional.of(
+                      List.of(new InFlight(p + "r2", p + "m2"), new InFlight(p + "r3", p + "m3")))),
+              setBeatAsync(emptied, java.util.Optional.of(List.of())),
+              setBeatAsync(taking, java.util.Optional.of(List.of(InFlight.run(p + "r1")))),
+              setBeatAsync(twice, java.util.Optional.of(List.of(InFlight.run(p + "r7")))),
+              setBeatAsync(twice, java.util.Optional.of(List.of(InFlight.run(p + "r8")))),
+              setBeatAsync(silent, java.util.Optional.empty()));
+      Poll.until(
+          "6 beats wait for a flush",
+          Duration.ofSeconds(10),
+          () -> instances.heartbeatsWaiting() == 6);
+      lock.rollback();
+      for (CompletableFuture<Api.Reply> h : held) {
+        h.get(10, TimeUnit.SECONDS).expect(200);
+      }
+      for (var b : beats) {
+        b.get(10, TimeUnit.SECONDS);
+      }
+      assertEquals(5, flushes().count() - flushesBefore, "four held flushes, then one for the 6");
+    } finally {
+      senders.shutdownNow();
+    }
+    assertEquals(List.of(p + "r2", p + "r3"), runs(moving));
+    assertEquals(List.of(p + "m2", p + "m3"), messages(moving));
+    assertEquals(m2At, reportedAt(moving, p + "m2"), "a message reported again keeps its time");
+    assertEquals(List.of(), runs(emptied), "an empty set drops every run");
+    assertEquals(List.of(), messages(emptied));
+    assertEquals(List.of(p + "r1"), runs(taking), "its own set only: the run the other dropped");
+    assertEquals(List.of(p + "r8"), runs(twice), "the last of its two beats counts");
+    assertEquals(List.of(p + "r6"), runs(silent), "a beat without a set leaves its rows");
+    assertEquals(List.of(p + "m6"), messages(silent));
+  }
+
+  private void setBeat(Instance i, List<InFlight> set) throws Exception {
+    setBeatAsync(i, java.util.Optional.of(set)).get(10, TimeUnit.SECONDS);
+  }
+
+  private CompletableFuture<InstanceService.Heartbeat> setBeatAsync(
+      Instance i, java.util.Optional<List<InFlight>> set) {
+    return instances
+        .heartbeat(
+            new Caller(i.id(), i.namespace(), i.deploymentId()),
+            set,
+            java.util.Optional.empty(),
+            List.of())
+        .subscribeAsCompletionStage();
+  }
+
+  private static List<String> runs(Instance i) {
+    return Db.column(
+        "SELECT run_id FROM rollcall.ownership WHERE instance_id = ? ORDER BY run_id", i.id());
+  }
+
+  private static List<String> messages(Instance i) {
+    return Db.column(
+        "SELECT message_id FROM rollcall.ownership_messages WHERE instance_id = ?"
+            + " ORDER BY message_id",
+        i.id());
+  }
+
+  private static String reportedAt(Instance i, String messageId) {
+    return Db.column(
+            "SELECT reported_at::text FROM rollcall.ownership_messages"
+                + " WHERE instance_id = ? AND message_id = ?",
+            i.id(),
+            messageId)
+        .get(0);
+  }
+
   private CompletableFuture<InstanceService.Heartbeat> beat(
       Instance i, SessionLiveness.Report state, Integer pid) {
     return instances
@@ -356,7 +458,8 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
           () ->
               Db.number(
                       "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                          + " AND query LIKE 'WITH incoming AS%'")
+                          + " AND query LIKE ?",
+                      Ownership.REPLACE.substring(0, 30) + "%")
                   == 1);
       // Waits for the flush; the flush, waiting longer, finds the deadlock and is aborted.
       try (PreparedStatement st =
