@@ -410,17 +410,13 @@ class LoadBenchmarkIT {
             + "  load average %s%n%n",
         instanceCount,
         periodMs,
-        (Boolean.getBoolean("bench.session-locks") ? ", reporting held session locks" : "")
-            + (Integer.getInteger("bench.in-flight", -1) >= 0
+        (holders.isEmpty() ? "" : ", reporting held session locks")
+            + (inFlightSize >= 0
                 ? String.format(
                     ", %d in flight each, %d of them new at every %s",
-                    Integer.getInteger("bench.in-flight", -1),
-                    Math.min(
-                        Integer.getInteger("bench.in-flight-changes", 0),
-                        Integer.getInteger("bench.in-flight", -1)),
-                    Integer.getInteger("bench.in-flight-change-every", 1) > 1
-                        ? Integer.getInteger("bench.in-flight-change-every", 1) + "th beat"
-                        : "beat")
+                    inFlightSize,
+                    Math.min(inFlightChanges, inFlightSize),
+                    changeEvery > 1 ? changeEvery + "th beat" : "beat")
                 : ""),
         claimerCount,
         seconds,

@@ -2,8 +2,10 @@ package dev.rollcall.registry;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
@@ -20,11 +22,14 @@ import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -162,56 +167,37 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
    */
   @Test
   void theSessionReportsOfAFlushAreRecordedTogetherEachOnItsOwn() throws Exception {
-    List<Instance> holders = new ArrayList<>();
-    for (int k = 0; k < 4; k++) {
-      holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
-    }
     String deploy = "reports-" + UUID.randomUUID();
     Instance seen = api.register(SourceTables.SMALL, deploy, "seen");
     Instance elsewhere = api.register(SourceTables.SMALL, deploy, "elsewhere");
     Instance lost = api.register(SourceTables.SMALL, deploy, "lost");
     Instance quiet = api.register(SourceTables.SMALL, deploy, "quiet");
     Instance sighted = api.register(SourceTables.SMALL, deploy, "sighted");
-    ExecutorService senders = Executors.newFixedThreadPool(4);
-    try (Connection session = Db.database().connect();
-        Connection lock = Db.database().connect()) {
+    try (Connection session = Db.database().connect()) {
       int pid = backendPid(session);
       for (Instance i : List.of(seen, elsewhere, quiet, sighted)) {
         lockFor(session, "pg_advisory_lock", i);
       }
       // Armed already, each by a beat of its own; then their locks go while the session lives.
       for (Instance i : List.of(quiet, sighted)) {
-        beat(i, SessionLiveness.Report.HELD, pid).get(10, TimeUnit.SECONDS);
+        report(i, SessionLiveness.Report.HELD, pid).get(10, TimeUnit.SECONDS);
         assertEquals("held", sessionLock(i));
         lockFor(session, "pg_advisory_unlock", i);
       }
       // A check saw this one's lock missing.
       Db.update(
           "UPDATE rollcall.instances SET session_missing_since = now() WHERE id = ?", sighted.id());
-      long flushesBefore = flushes().count();
 
-      List<CompletableFuture<Api.Reply>> held = holdEveryFlush(lock, holders, senders);
-      List<CompletableFuture<InstanceService.Heartbeat>> beats =
-          List.of(
-              beat(seen, SessionLiveness.Report.HELD, pid),
-              beat(elsewhere, SessionLiveness.Report.HELD, pid + 100_000),
-              beat(lost, SessionLiveness.Report.LOST, null),
-              beat(quiet, SessionLiveness.Report.HELD, pid),
-              beat(sighted, SessionLiveness.Report.HELD, pid));
-      Poll.until(
-          "5 beats wait for a flush",
-          Duration.ofSeconds(10),
-          () -> instances.heartbeatsWaiting() == 5);
-      lock.rollback();
-      for (CompletableFuture<Api.Reply> h : held) {
-        h.get(10, TimeUnit.SECONDS).expect(200);
-      }
-      for (var b : beats) {
+      for (var b :
+          inOneFlush(
+              List.of(
+                  () -> report(seen, SessionLiveness.Report.HELD, pid),
+                  () -> report(elsewhere, SessionLiveness.Report.HELD, pid + 100_000),
+                  () -> report(lost, SessionLiveness.Report.LOST, null),
+                  () -> report(quiet, SessionLiveness.Report.HELD, pid),
+                  () -> report(sighted, SessionLiveness.Report.HELD, pid)))) {
         b.get(10, TimeUnit.SECONDS);
       }
-      assertEquals(5, flushes().count() - flushesBefore, "four held flushes, then one for the 5");
-    } finally {
-      senders.shutdownNow();
     }
     assertEquals("held", sessionLock(seen), "its lock is held by the reported backend");
     assertEquals("unseen", sessionLock(elsewhere), "the reported backend does not hold it");
@@ -232,53 +218,42 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
    */
   @Test
   void theInFlightSetsOfAFlushAreReplacedTogetherEachOnItsOwn() throws Exception {
-    List<Instance> holders = new ArrayList<>();
-    for (int k = 0; k < 4; k++) {
-      holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
-    }
     String deploy = "sets-" + UUID.randomUUID();
     Instance moving = api.register(SourceTables.SMALL, deploy, "moving");
     Instance emptied = api.register(SourceTables.SMALL, deploy, "emptied");
     Instance taking = api.register(SourceTables.SMALL, deploy, "taking");
     Instance twice = api.register(SourceTables.SMALL, deploy, "twice");
     Instance silent = api.register(SourceTables.SMALL, deploy, "silent");
+    Instance expired = api.register(SourceTables.SMALL, deploy, "expired");
     String p = "set-" + UUID.randomUUID() + "-";
     setBeat(moving, List.of(InFlight.run(p + "r1"), new InFlight(p + "r2", p + "m2")));
     setBeat(emptied, List.of(new InFlight(p + "r3", p + "m3")));
     setBeat(taking, List.of(InFlight.run(p + "r4")));
     setBeat(twice, List.of(InFlight.run(p + "r5")));
     setBeat(silent, List.of(new InFlight(p + "r6", p + "m6")));
+    setBeat(expired, List.of(InFlight.run(p + "r9")));
+    TimeTravel.leaseExpired(expired);
     String m2At = reportedAt(moving, p + "m2");
-    ExecutorService senders = Executors.newFixedThreadPool(4);
-    try (Connection lock = Db.database().connect()) {
-      long flushesBefore = flushes().count();
-      List<CompletableFuture<Api.Reply>> held = holdEveryFlush(lock, holders, senders);
-      List<CompletableFuture<InstanceService.Heartbeat>> beats =
-          List.of(
-              setBeatAsync(
-                  moving,
-                  java.util.Optional.of(
-                      List.of(new InFlight(p + "r2", p + "m2"), new InFlight(p + "r3", p + "m3")))),
-              setBeatAsync(emptied, java.util.Optional.of(List.of())),
-              setBeatAsync(taking, java.util.Optional.of(List.of(InFlight.run(p + "r1")))),
-              setBeatAsync(twice, java.util.Optional.of(List.of(InFlight.run(p + "r7")))),
-              setBeatAsync(twice, java.util.Optional.of(List.of(InFlight.run(p + "r8")))),
-              setBeatAsync(silent, java.util.Optional.empty()));
-      Poll.until(
-          "6 beats wait for a flush",
-          Duration.ofSeconds(10),
-          () -> instances.heartbeatsWaiting() == 6);
-      lock.rollback();
-      for (CompletableFuture<Api.Reply> h : held) {
-        h.get(10, TimeUnit.SECONDS).expect(200);
-      }
-      for (var b : beats) {
-        b.get(10, TimeUnit.SECONDS);
-      }
-      assertEquals(5, flushes().count() - flushesBefore, "four held flushes, then one for the 6");
-    } finally {
-      senders.shutdownNow();
+
+    List<CompletableFuture<InstanceService.Heartbeat>> beats =
+        inOneFlush(
+            List.of(
+                () ->
+                    set(
+                        moving,
+                        List.of(
+                            new InFlight(p + "r2", p + "m2"), new InFlight(p + "r3", p + "m3"))),
+                () -> set(emptied, List.of()),
+                () -> set(taking, List.of(InFlight.run(p + "r1"))),
+                () -> set(twice, List.of(InFlight.run(p + "r7"))),
+                () -> set(twice, List.of(InFlight.run(p + "r8"))),
+                () -> heartbeat(silent, Optional.empty(), Optional.empty()),
+                () -> set(expired, List.of(InFlight.run(p + "r10")))));
+    for (var b : beats.subList(0, 6)) {
+      b.get(10, TimeUnit.SECONDS);
     }
+    var gone = assertThrows(ExecutionException.class, () -> beats.get(6).get(10, TimeUnit.SECONDS));
+    assertTrue(gone.getCause() instanceof InstanceGone, gone.toString());
     assertEquals(List.of(p + "r2", p + "r3"), runs(moving));
     assertEquals(List.of(p + "m2", p + "m3"), messages(moving));
     assertEquals(m2At, reportedAt(moving, p + "m2"), "a message reported again keeps its time");
@@ -288,21 +263,72 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
     assertEquals(List.of(p + "r8"), runs(twice), "the last of its two beats counts");
     assertEquals(List.of(p + "r6"), runs(silent), "a beat without a set leaves its rows");
     assertEquals(List.of(p + "m6"), messages(silent));
+    assertEquals(List.of(p + "r9"), runs(expired), "a beat that renews nothing writes nothing");
   }
 
-  private void setBeat(Instance i, List<InFlight> set) throws Exception {
-    setBeatAsync(i, java.util.Optional.of(set)).get(10, TimeUnit.SECONDS);
+  private void setBeat(Instance i, List<InFlight> inFlight) throws Exception {
+    set(i, inFlight).get(10, TimeUnit.SECONDS);
   }
 
-  private CompletableFuture<InstanceService.Heartbeat> setBeatAsync(
-      Instance i, java.util.Optional<List<InFlight>> set) {
+  private CompletableFuture<InstanceService.Heartbeat> set(Instance i, List<InFlight> inFlight) {
+    return heartbeat(i, Optional.of(inFlight), Optional.empty());
+  }
+
+  private CompletableFuture<InstanceService.Heartbeat> report(
+      Instance i, SessionLiveness.Report state, Integer pid) {
+    return heartbeat(
+        i, Optional.empty(), Optional.of(new SessionLiveness.SessionReport(state, pid, false)));
+  }
+
+  /** A heartbeat of {@code i}, straight to the replica's flushes (its token is known). */
+  private CompletableFuture<InstanceService.Heartbeat> heartbeat(
+      Instance i,
+      Optional<List<InFlight>> inFlight,
+      Optional<SessionLiveness.SessionReport> session) {
     return instances
         .heartbeat(
-            new Caller(i.id(), i.namespace(), i.deploymentId()),
-            set,
-            java.util.Optional.empty(),
-            List.of())
+            new Caller(i.id(), i.namespace(), i.deploymentId()), inFlight, session, List.of())
         .subscribeAsCompletionStage();
+  }
+
+  /**
+   * Sends {@code beats}, in order, while four other beats keep every flush of the replica busy
+   * ({@link #holdEveryFlush}), so that all of them wait and then go in one flush. Returns their
+   * answers once that flush is done, a failed beat's included.
+   */
+  private List<CompletableFuture<InstanceService.Heartbeat>> inOneFlush(
+      List<Supplier<CompletableFuture<InstanceService.Heartbeat>>> beats) throws Exception {
+    List<Instance> holders = new ArrayList<>();
+    for (int k = 0; k < 4; k++) {
+      holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
+    }
+    ExecutorService senders = Executors.newFixedThreadPool(4);
+    try (Connection lock = Db.database().connect()) {
+      long flushesBefore = flushes().count();
+      List<CompletableFuture<Api.Reply>> held = holdEveryFlush(lock, holders, senders);
+      List<CompletableFuture<InstanceService.Heartbeat>> sent = new ArrayList<>();
+      for (var b : beats) {
+        sent.add(b.get());
+      }
+      Poll.until(
+          beats.size() + " beats wait for a flush",
+          Duration.ofSeconds(10),
+          () -> instances.heartbeatsWaiting() == beats.size());
+      lock.rollback();
+      for (CompletableFuture<Api.Reply> h : held) {
+        h.get(10, TimeUnit.SECONDS).expect(200);
+      }
+      for (var b : sent) {
+        b.handle((beat, failure) -> null).get(10, TimeUnit.SECONDS);
+      }
+      assertEquals(
+          5,
+          flushes().count() - flushesBefore,
+          "four held flushes, then one for the " + beats.size());
+      return sent;
+    } finally {
+      senders.shutdownNow();
+    }
   }
 
   private static List<String> runs(Instance i) {
@@ -324,17 +350,6 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
             i.id(),
             messageId)
         .get(0);
-  }
-
-  private CompletableFuture<InstanceService.Heartbeat> beat(
-      Instance i, SessionLiveness.Report state, Integer pid) {
-    return instances
-        .heartbeat(
-            new Caller(i.id(), i.namespace(), i.deploymentId()),
-            java.util.Optional.empty(),
-            java.util.Optional.of(new SessionLiveness.SessionReport(state, pid, false)),
-            List.of())
-        .subscribeAsCompletionStage();
   }
 
   private static String sessionLock(Instance i) {
