@@ -114,10 +114,21 @@ class LoadBenchmarkIT {
     // and when its hold ends (every 20 s per instance, so P = 10 000 is a fleet of clients). The
     // fleet's pass is worked to its end first, as it is when a deploy's clients go idle.
     long idleLookMs = Long.getLong("bench.idle-look-ms", 0);
+    // -Dbench.fleet=engine: the fleet registers in the world-postgres namespace (a queue beside
+    // its runs, as the engine's clients have) instead of a table source's; with -Dbench.in-flight
+    // the first set of each instance has queue jobs keyed by its message ids, locked by the
+    // instance's worker once the fleet is registered, as a worker holds the jobs it executes.
+    String fleet = System.getProperty("bench.fleet", "table");
+    String fleetNamespace =
+        switch (fleet) {
+          case "table" -> SourceTables.SMALL;
+          case "engine" -> SourceTables.ENGINE;
+          default -> throw new IllegalArgumentException("bench.fleet is table or engine: " + fleet);
+        };
     ConcurrentLinkedQueue<Long> idleLookLatencies = new ConcurrentLinkedQueue<>();
     Map<String, Integer> idleAnswers = new ConcurrentHashMap<>();
     if (idleLookMs > 0) {
-      Instance drainer = api.register(SourceTables.SMALL, "fleet", "fleet-pass");
+      Instance drainer = api.register(fleetNamespace, "fleet", "fleet-pass");
       api.drain(drainer, 5000);
       api.leave(drainer).expect(204);
     }
@@ -142,6 +153,10 @@ class LoadBenchmarkIT {
     int inFlightChanges = Integer.getInteger("bench.in-flight-changes", 0);
     // -Dbench.in-flight-change-every=E: the set moves on at every E-th beat only (1: every beat).
     int changeEvery = Math.max(1, Integer.getInteger("bench.in-flight-change-every", 1));
+    boolean jobs = fleet.equals("engine") && inFlightSize > 0;
+    if (jobs) {
+      addJobs(instanceCount, inFlightSize);
+    }
     ExecutorService registrars = Executors.newFixedThreadPool(16);
     long registering = System.nanoTime();
     List<java.util.concurrent.Future<?>> registered = new ArrayList<>();
@@ -150,7 +165,7 @@ class LoadBenchmarkIT {
       registered.add(
           registrars.submit(
               () -> {
-                Instance instance = api.register(SourceTables.SMALL, "fleet", "fleet-" + me);
+                Instance instance = api.register(fleetNamespace, "fleet", "fleet-" + me);
                 RequestOptions beat =
                     new RequestOptions()
                         .setMethod(HttpMethod.POST)
@@ -240,6 +255,11 @@ class LoadBenchmarkIT {
     }
     registrars.shutdown();
     long registerMs = (System.nanoTime() - registering) / 1_000_000;
+    if (jobs) {
+      // Locked once every instance beats: a lock no live instance owns up to for the activity
+      // fence is an orphan, and the service rightly releases it.
+      lockJobs();
+    }
     // Each claimer sends a claim every bench.claim-ms (open loop, like the heartbeats): claim k is
     // due at a fixed time and its latency counts from then, so a claim sent late because the one
     // before it was slow is charged for the wait. 0 sends each claim as soon as the last one is
@@ -358,6 +378,8 @@ class LoadBenchmarkIT {
     Map<String, Double> metricsAtStart = serviceMetrics(service);
     long[] cpuAtStart = {service.cpuMillis(), Cpu.postgres(), Cpu.self()};
     Map<Long, Cpu.ThreadTime> threadsAtStart = service.threads();
+    long commitsAtStart = commits();
+    String windowOpened = Db.column("SELECT now()::text").get(0);
     window.set(1, window.get(0) + TimeUnit.SECONDS.toNanos(seconds));
     ScheduledExecutorService sampler = Executors.newSingleThreadScheduledExecutor();
     sampler.scheduleAtFixedRate(
@@ -368,6 +390,18 @@ class LoadBenchmarkIT {
     Thread.sleep(Math.max(0, (window.get(1) - System.nanoTime()) / 1_000_000) + 5000);
     sampler.shutdownNow();
     Map<String, Double> metrics = serviceMetrics(service);
+    long committed = commits() - commitsAtStart;
+    // A simulated instance whose lease ran out keeps beating and is answered 410 at every beat:
+    // how many instances that is, and whether they died before the window or in it.
+    List<String> died =
+        Db.column(
+            "SELECT count(*) FILTER (WHERE ended_at < ?::timestamptz) || ' before the window, '"
+                + " || count(*) FILTER (WHERE ended_at >= ?::timestamptz) || ' in it'"
+                + " FROM rollcall.instances WHERE namespace = ? AND deployment_id = 'fleet'"
+                + " AND state = 'dead'",
+            windowOpened,
+            windowOpened,
+            fleetNamespace);
     metricsAtStart.forEach((k, v) -> metrics.merge(k, -v, Double::sum));
     double elapsed = (System.nanoTime() - window.get(0)) / 1e9;
     double flushes = metrics.getOrDefault("rollcall_heartbeat_flush_beats_count", 0.0);
@@ -383,9 +417,11 @@ class LoadBenchmarkIT {
     beats.shutdownNow();
     vertx.close();
     System.out.printf(
-        "%nService load (%d instances heartbeating every %d ms%s, %d claimers, %d s)%n"
+        "%nService load (%d instances of namespace %s heartbeating every %d ms%s, %d claimers,"
+            + " %d s)%n"
             + "  heartbeats  %6d (%.0f/s)  p50 %d ms  p99 %d ms  (open loop: from when due;"
-            + " %d leases lost)%n"
+            + " %d leases lost: answers 410)%n"
+            + "  instances declared dead: %s%n"
             + "  claims      %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%s; %d batches, %d runs"
             + " handed out)%n"
             + "  with a batch %5d         p50 %d ms  p99 %d ms%n"
@@ -395,7 +431,8 @@ class LoadBenchmarkIT {
             + "  registering %d instances took %d ms; the window opened %d s later%n"
             + "  errors      %s%n"
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
-            + " %.0f heartbeat transactions, %.1f heartbeats each%n"
+            + " %.0f heartbeat transactions, %.1f heartbeats each; the database committed"
+            + " %.0f transactions a second%n"
             + "  CPU         service %.2f, PostgreSQL %.2f, this driver %.2f cores over %.0f s;"
             + " the service's JIT compilers %.2f s (C1 %.2f, C2 %.2f) of it%n"
             + "  p99 by 10 s of the window the requests were due in: heartbeats %s ms, claims %s"
@@ -409,6 +446,7 @@ class LoadBenchmarkIT {
             + "  service RSS %d MiB at most%n"
             + "  load average %s%n%n",
         instanceCount,
+        fleetNamespace,
         periodMs,
         (holders.isEmpty() ? "" : ", reporting held session locks")
             + (inFlightSize >= 0
@@ -425,6 +463,7 @@ class LoadBenchmarkIT {
         percentile(heartbeatMs, 0.50),
         percentile(heartbeatMs, 0.99),
         leasesLost.get(),
+        died.get(0),
         claimMs.size(),
         claimMs.size() / (double) seconds,
         percentile(claimMs, 0.50),
@@ -453,6 +492,7 @@ class LoadBenchmarkIT {
         served < 0.5 ? 0.0 : 1000 * servedSeconds / served,
         flushes,
         flushes < 0.5 ? 0.0 : flushed / flushes,
+        committed / elapsed,
         (service.cpuMillis() - cpuAtStart[0]) / 1000.0 / elapsed,
         (Cpu.postgres() - cpuAtStart[1]) / 1000.0 / elapsed,
         (Cpu.self() - cpuAtStart[2]) / 1000.0 / elapsed,
@@ -481,6 +521,11 @@ class LoadBenchmarkIT {
         new java.util.TreeMap<>(idleAnswers),
         rss,
         loadAverage());
+  }
+
+  /** Transactions the test database has committed so far (every session's). */
+  private static long commits() {
+    return Db.number("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()");
   }
 
   /** The first column of the first row of {@code sql} on {@code c}, as text. */
@@ -669,6 +714,27 @@ class LoadBenchmarkIT {
    * negative, an in-flight set of {@code size} executions of instance {@code me}, numbered from
    * {@code first} (a set that moves on by C executions a beat starts C further each time).
    */
+  /**
+   * The queue jobs of every fleet instance's first in-flight set ({@link #heartbeatBody} with
+   * {@code first} 0), keyed by their message ids, as the engine keys its jobs.
+   */
+  private static void addJobs(int instances, int size) {
+    Db.number(
+        "SELECT count(graphile_worker.add_job('workflow_flows',"
+            + " json_build_object('messageId', 'load-message-' || me || '-' || k),"
+            + " job_key => 'load-message-' || me || '-' || k))"
+            + " FROM generate_series(0, ? - 1) me, generate_series(0, ? - 1) k",
+        instances,
+        size);
+  }
+
+  /** Each instance's jobs locked by its one worker, as a worker holds the jobs it executes. */
+  private static void lockJobs() {
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_by = 'load-worker-'"
+            + " || split_part(key, '-', 3), locked_at = now() WHERE key LIKE 'load-message-%'");
+  }
+
   static String heartbeatBody(int me, String sessionReport, int size, long first) {
     StringBuilder body = new StringBuilder("{").append(sessionReport);
     if (size >= 0) {
