@@ -13,7 +13,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
-import java.util.Collection;
 import java.util.List;
 import java.util.UUID;
 import java.util.function.Supplier;
@@ -83,34 +82,39 @@ public final class GraphileQueue implements QueueLocks {
 
   /**
    * One probe of the unique index on {@code key} per message, and of the tasks' primary key: the
-   * cost grows with the reported messages only, never with the queue. Run outside the heartbeat's
-   * transaction (see {@code InstanceService}), so the instance row's lock is not held meanwhile.
-   * The first instance to show a worker keeps it; a message whose job is keyed by an idempotency
-   * key is not found here, and its worker is learned when the instance dies ({@link
-   * #releaseLocksOf}).
+   * cost grows with the reported messages only, never with the queue. One statement for every
+   * instance of a heartbeat flush, run after its transaction (see {@code InstanceService}), so no
+   * instance row is locked meanwhile. The first instance to show a worker keeps it: a worker
+   * learned before is not touched, and of the instances of one statement the first reported wins. A
+   * message whose job is keyed by an idempotency key is not found here, and its worker is learned
+   * when the instance dies ({@link #releaseLocksOf}).
    */
   @Override
-  public Uni<Integer> learnWorkers(
-      SqlClient client, UUID instanceId, Collection<String> messageIds) {
-    if (messageIds.isEmpty()) {
+  public Uni<Integer> learnWorkers(SqlClient client, List<Reported> reported) {
+    if (reported.isEmpty()) {
       return Uni.createFrom().item(0);
     }
+    // Rows go in in worker order (DISTINCT ON sorts by it): two of these statements that insert
+    // the same new workers at once wait for one another in that one order, never in a cycle.
     return client
         .preparedQuery(
             "INSERT INTO rollcall.queue_workers (namespace, worker_id, instance_id, message_id)"
-                + " SELECT DISTINCT ON (j.locked_by) $2, j.locked_by, $1, j.key FROM "
+                + " SELECT DISTINCT ON (j.locked_by) $1, j.locked_by, r.instance_id, j.key FROM "
                 + schema
                 + "._private_jobs j JOIN "
                 + schema
                 + "._private_tasks t ON t.id = j.task_id"
+                + " JOIN unnest($2::uuid[], $3::text[]) WITH ORDINALITY AS r(instance_id, key, n)"
+                + " ON r.key = j.key"
+                // The array probes the unique index on key, whatever the planner makes of unnest.
                 + " WHERE j.key = ANY($3::text[]) AND j.locked_by IS NOT NULL"
                 + " AND t.identifier = ANY($4::text[])"
-                + " ORDER BY j.locked_by, j.id ON CONFLICT DO NOTHING")
+                + " ORDER BY j.locked_by, r.n, j.id ON CONFLICT DO NOTHING")
         .execute(
             Tuple.of(
-                instanceId,
                 namespace,
-                messageIds.toArray(String[]::new),
+                reported.stream().map(Reported::instanceId).toArray(UUID[]::new),
+                reported.stream().map(Reported::messageId).toArray(String[]::new),
                 taskIdentifiers.toArray(String[]::new)))
         .map(RowSet::rowCount);
   }

@@ -3,7 +3,6 @@ package dev.rollcall.queue;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import java.time.Duration;
-import java.util.Collection;
 import java.util.List;
 import java.util.UUID;
 
@@ -28,11 +27,15 @@ public interface QueueLocks {
       UUID ownerId,
       String proof) {}
 
+  /** A queue message a live instance reports executing. */
+  record Reported(UUID instanceId, String messageId) {}
+
   /**
-   * Learns the workers of an instance from the messages it reports executing: the worker that locks
-   * the job of such a message is the instance's. Returns how many workers were new.
+   * Learns the workers of instances from the messages they report executing: the worker that locks
+   * the job of such a message is that instance's. Of two instances that show one worker, the first
+   * in {@code reported} keeps it. Returns how many workers were new.
    */
-  Uni<Integer> learnWorkers(SqlClient client, UUID instanceId, Collection<String> messageIds);
+  Uni<Integer> learnWorkers(SqlClient client, List<Reported> reported);
 
   /**
    * Releases every lock the workers of a dead or departed instance hold on this namespace's jobs:

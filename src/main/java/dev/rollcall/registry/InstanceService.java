@@ -7,6 +7,7 @@ import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.error.Problems.Unauthorized;
 import dev.rollcall.error.Problems.UnknownNamespace;
 import dev.rollcall.metrics.RecoveryMetrics;
+import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.source.RunSources;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
@@ -18,7 +19,10 @@ import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.Duration;
 import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.stream.StreamSupport;
@@ -104,7 +108,10 @@ public class InstanceService {
                                                 registered.instanceId(), namespace, deploymentId),
                                             set))
                                 .orElse(Uni.createFrom().voidItem())))
-        .call(registered -> learnWorkers(registered.instanceId(), namespace, inFlight));
+        .call(
+            registered ->
+                learnWorkers(
+                    namespace, reported(registered.instanceId(), inFlight, new ArrayList<>())));
   }
 
   private Uni<Registration> insert(
@@ -290,25 +297,51 @@ public class InstanceService {
         .invoke(
             beat ->
                 metrics.heartbeat(
-                    caller.namespace(), Duration.ofNanos(System.nanoTime() - started)))
-        .call(() -> learnWorkers(caller.instanceId(), caller.namespace(), inFlight));
+                    caller.namespace(), Duration.ofNanos(System.nanoTime() - started)));
+  }
+
+  /** The messages of an in-flight set, each once, added to {@code into}. */
+  private static List<QueueLocks.Reported> reported(
+      UUID instanceId, Optional<List<InFlight>> inFlight, List<QueueLocks.Reported> into) {
+    inFlight.orElse(List.of()).stream()
+        .map(InFlight::messageId)
+        .filter(m -> m != null)
+        .distinct()
+        .forEach(m -> into.add(new QueueLocks.Reported(instanceId, m)));
+    return into;
   }
 
   /**
-   * Learns the queue workers of an instance from the message ids it reported, after the transaction
-   * that stored them: the instance row is not locked meanwhile. A failure (no queue schema yet,
-   * say) is logged and costs only this beat's learning; the takeover learns again from the stored
-   * messages.
+   * Learns the queue workers of the instances of a flush, renewed ones only, from the message ids
+   * they reported: one statement per namespace with a queue, after the transaction that stored the
+   * sets, so no instance row is locked meanwhile. Every beat's messages are looked up again, not
+   * only new ones: a job may be locked after its message was first reported.
    */
-  private Uni<Void> learnWorkers(
-      UUID instanceId, String namespace, Optional<List<InFlight>> inFlight) {
-    List<String> messageIds =
-        inFlight.orElse(List.of()).stream()
-            .map(InFlight::messageId)
-            .filter(m -> m != null)
-            .distinct()
-            .toList();
-    if (messageIds.isEmpty() || !sources.has(namespace)) {
+  private Uni<Void> learnWorkers(List<Beat> flushed, List<Coalescer.Outcome<Heartbeat>> outcomes) {
+    Map<String, List<QueueLocks.Reported>> byNamespace = new LinkedHashMap<>();
+    for (int k = 0; k < flushed.size(); k++) {
+      Beat b = flushed.get(k);
+      if (outcomes.get(k).failure() == null && b.inFlight().isPresent()) {
+        reported(
+            b.caller().instanceId(),
+            b.inFlight(),
+            byNamespace.computeIfAbsent(b.caller().namespace(), ns -> new ArrayList<>()));
+      }
+    }
+    List<Uni<Void>> learning = new ArrayList<>();
+    byNamespace.forEach((ns, reported) -> learning.add(learnWorkers(ns, reported)));
+    return learning.isEmpty()
+        ? Uni.createFrom().voidItem()
+        : Uni.join().all(learning).andFailFast().replaceWithVoid();
+  }
+
+  /**
+   * One learning statement for namespace {@code namespace}. A failure (no queue schema yet, say) is
+   * logged and costs only this learning: the next beats learn again, and a takeover learns from the
+   * stored messages.
+   */
+  private Uni<Void> learnWorkers(String namespace, List<QueueLocks.Reported> reported) {
+    if (reported.isEmpty() || !sources.has(namespace)) {
       return Uni.createFrom().voidItem();
     }
     return sources
@@ -317,21 +350,22 @@ public class InstanceService {
         .map(
             queue ->
                 queue
-                    .learnWorkers(pool, instanceId, messageIds)
+                    .learnWorkers(pool, reported)
                     .invoke(
                         n -> {
                           if (n > 0) {
                             LOG.debugf(
-                                "instance %s: %d queue workers learned from its messages",
-                                instanceId, n);
+                                "namespace %s: %d queue workers learned from %d reported messages",
+                                namespace, n, reported.size());
                           }
                         })
                     .onFailure()
                     .invoke(
                         e ->
                             LOG.warnf(
-                                "could not learn the queue workers of instance %s: %s",
-                                instanceId, e.toString()))
+                                "could not learn the queue workers of %d reported messages in"
+                                    + " namespace %s: %s",
+                                reported.size(), namespace, e.toString()))
                     .onFailure()
                     .recoverWithItem(0)
                     .replaceWithVoid())
@@ -350,7 +384,8 @@ public class InstanceService {
     return pool.withTransaction(conn -> renew(conn, flushed))
         .onFailure(InstanceService::deadlocked)
         .retry()
-        .atMost(2);
+        .atMost(2)
+        .call(outcomes -> learnWorkers(flushed, outcomes));
   }
 
   private static boolean deadlocked(Throwable failure) {

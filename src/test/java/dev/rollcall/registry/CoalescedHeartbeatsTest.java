@@ -266,6 +266,82 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
     assertEquals(List.of(p + "r9"), runs(expired), "a beat that renews nothing writes nothing");
   }
 
+  @Test
+  void theQueueWorkersOfAFlushAreLearnedInOneStatementFromItsRenewedBeatsOnly() throws Exception {
+    String deploy = "learn-" + UUID.randomUUID();
+    Instance first = api.register(SourceTables.ENGINE, deploy, "first");
+    Instance second = api.register(SourceTables.ENGINE, deploy, "second");
+    Instance later = api.register(SourceTables.ENGINE, deploy, "later");
+    Instance expired = api.register(SourceTables.ENGINE, deploy, "expired");
+    // A namespace without a queue in the same flush: nothing to learn there.
+    Instance tableSource = api.register(SourceTables.SMALL, deploy, "table");
+    TimeTravel.leaseExpired(expired);
+    String p = "learn-" + UUID.randomUUID() + "-";
+    List<Long> jobs = new ArrayList<>();
+    try {
+      jobs.add(lockedJob(p + "m1", p + "w1"));
+      jobs.add(lockedJob(p + "m2", p + "w2"));
+      jobs.add(lockedJob(p + "shared", p + "ws"));
+      jobs.add(lockedJob(p + "m4", p + "w4"));
+      List<CompletableFuture<InstanceService.Heartbeat>> beats =
+          inOneFlush(
+              List.of(
+                  () -> set(first, List.of(new InFlight(p + "r1", p + "m1"))),
+                  () ->
+                      set(
+                          second,
+                          List.of(
+                              new InFlight(p + "r2", p + "m2"),
+                              new InFlight(p + "r3", p + "shared"))),
+                  () -> set(later, List.of(new InFlight(p + "r3", p + "shared"))),
+                  () -> set(expired, List.of(new InFlight(p + "r4", p + "m4"))),
+                  () -> set(tableSource, List.of(new InFlight(p + "r5", p + "m1")))));
+      for (var b : List.of(beats.get(0), beats.get(1), beats.get(2), beats.get(4))) {
+        b.get(10, TimeUnit.SECONDS);
+      }
+      assertThrows(ExecutionException.class, () -> beats.get(3).get(10, TimeUnit.SECONDS));
+      assertEquals(List.of(p + "w1:" + p + "m1"), learned(first));
+      assertEquals(
+          List.of(p + "w2:" + p + "m2", p + "ws:" + p + "shared"),
+          learned(second),
+          "of two instances that show one worker, the first in the flush keeps it");
+      assertEquals(List.of(), learned(later));
+      assertEquals(List.of(), learned(expired), "a beat that renews nothing teaches nothing");
+      assertEquals(List.of(), learned(tableSource));
+      assertEquals(
+          1,
+          Db.number(
+              "SELECT count(DISTINCT learned_at) FROM rollcall.queue_workers"
+                  + " WHERE worker_id LIKE ?",
+              p + "%"),
+          "one statement, one transaction's now(), for the flush's whole namespace");
+    } finally {
+      Db.update(
+          "DELETE FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])",
+          "{" + String.join(",", jobs.stream().map(String::valueOf).toList()) + "}");
+    }
+  }
+
+  /** A queue job of the engine's flows task keyed by {@code key} and locked by {@code worker}. */
+  private static long lockedJob(String key, String worker) {
+    long id =
+        Db.number(
+            "SELECT id FROM graphile_worker.add_job('workflow_flows', '{}'::json, job_key => ?)",
+            key);
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_by = ?, locked_at = now() WHERE id = ?",
+        worker,
+        id);
+    return id;
+  }
+
+  private static List<String> learned(Instance i) {
+    return Db.column(
+        "SELECT worker_id || ':' || message_id FROM rollcall.queue_workers"
+            + " WHERE instance_id = ? ORDER BY worker_id",
+        i.id());
+  }
+
   private void setBeat(Instance i, List<InFlight> inFlight) throws Exception {
     set(i, inFlight).get(10, TimeUnit.SECONDS);
   }
