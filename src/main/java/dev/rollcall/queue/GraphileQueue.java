@@ -6,7 +6,6 @@ import dev.rollcall.registry.Liveness;
 import dev.rollcall.sql.Sql;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
-import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import java.nio.charset.StandardCharsets;
@@ -90,16 +89,15 @@ public final class GraphileQueue implements QueueLocks {
    * when the instance dies ({@link #releaseLocksOf}).
    */
   @Override
-  public Uni<Integer> learnWorkers(SqlClient client, List<Reported> reported) {
+  public Uni<Learned> learnWorkers(SqlClient client, List<Reported> reported) {
     if (reported.isEmpty()) {
-      return Uni.createFrom().item(0);
+      return Uni.createFrom().item(new Learned(0, List.of()));
     }
     // Rows go in in worker order (DISTINCT ON sorts by it): two of these statements that insert
     // the same new workers at once wait for one another in that one order, never in a cycle.
     return client
         .preparedQuery(
-            "INSERT INTO rollcall.queue_workers (namespace, worker_id, instance_id, message_id)"
-                + " SELECT DISTINCT ON (j.locked_by) $1, j.locked_by, r.instance_id, j.key FROM "
+            "WITH found AS (SELECT r.instance_id, r.key, r.n, j.locked_by, j.id FROM "
                 + schema
                 + "._private_jobs j JOIN "
                 + schema
@@ -108,15 +106,30 @@ public final class GraphileQueue implements QueueLocks {
                 + " ON r.key = j.key"
                 // The array probes the unique index on key, whatever the planner makes of unnest.
                 + " WHERE j.key = ANY($3::text[]) AND j.locked_by IS NOT NULL"
-                + " AND t.identifier = ANY($4::text[])"
-                + " ORDER BY j.locked_by, r.n, j.id ON CONFLICT DO NOTHING")
+                + " AND t.identifier = ANY($4::text[])),"
+                + " learned AS (INSERT INTO rollcall.queue_workers"
+                + " (namespace, worker_id, instance_id, message_id)"
+                + " SELECT DISTINCT ON (f.locked_by) $1, f.locked_by, f.instance_id, f.key"
+                + " FROM found f ORDER BY f.locked_by, f.n, f.id ON CONFLICT DO NOTHING"
+                + " RETURNING 1)"
+                + " SELECT f.instance_id, f.key, (SELECT count(*) FROM learned) AS learned"
+                + " FROM found f")
         .execute(
             Tuple.of(
                 namespace,
                 reported.stream().map(Reported::instanceId).toArray(UUID[]::new),
                 reported.stream().map(Reported::messageId).toArray(String[]::new),
                 taskIdentifiers.toArray(String[]::new)))
-        .map(RowSet::rowCount);
+        .map(
+            rows -> {
+              List<Reported> found = new ArrayList<>();
+              long learned = 0;
+              for (Row row : rows) {
+                found.add(new Reported(row.getUUID("instance_id"), row.getString("key")));
+                learned = row.getLong("learned");
+              }
+              return new Learned((int) learned, found);
+            });
   }
 
   @Override

@@ -31,11 +31,17 @@ public interface QueueLocks {
   record Reported(UUID instanceId, String messageId) {}
 
   /**
+   * What a lookup of reported messages found: how many workers were new, and the reported messages
+   * whose job was locked (its worker is known from now on, whoever showed it first).
+   */
+  record Learned(int workers, List<Reported> found) {}
+
+  /**
    * Learns the workers of instances from the messages they report executing: the worker that locks
    * the job of such a message is that instance's. Of two instances that show one worker, the first
-   * in {@code reported} keeps it. Returns how many workers were new.
+   * in {@code reported} keeps it.
    */
-  Uni<Integer> learnWorkers(SqlClient client, List<Reported> reported);
+  Uni<Learned> learnWorkers(SqlClient client, List<Reported> reported);
 
   /**
    * Releases every lock the workers of a dead or departed instance hold on this namespace's jobs:

@@ -48,6 +48,7 @@ public class InstanceService {
   private final SessionLiveness sessions;
   private final Coalescer<Beat, Heartbeat> beats;
   private final TokenCache tokens = new TokenCache(TokenCache.DEFAULT_CAPACITY);
+  private final FoundMessages found = new FoundMessages(FoundMessages.DEFAULT_CAPACITY);
 
   /** The most heartbeats one flush renews. */
   static final int MAX_BEATS_PER_FLUSH = 1000;
@@ -314,18 +315,24 @@ public class InstanceService {
   /**
    * Learns the queue workers of the instances of a flush, renewed ones only, from the message ids
    * they reported: one statement per namespace with a queue, after the transaction that stored the
-   * sets, so no instance row is locked meanwhile. Every beat's messages are looked up again, not
-   * only new ones: a job may be locked after its message was first reported.
+   * sets, so no instance row is locked meanwhile. A message is looked up at every beat until its
+   * job is found locked (a job may be locked after its message was first reported), then no more
+   * for that instance ({@link FoundMessages}): its worker is known, and a later lock of the job by
+   * another worker is another instance's to report.
    */
   private Uni<Void> learnWorkers(List<Beat> flushed, List<Coalescer.Outcome<Heartbeat>> outcomes) {
     Map<String, List<QueueLocks.Reported>> byNamespace = new LinkedHashMap<>();
     for (int k = 0; k < flushed.size(); k++) {
       Beat b = flushed.get(k);
       if (outcomes.get(k).failure() == null && b.inFlight().isPresent()) {
-        reported(
-            b.caller().instanceId(),
-            b.inFlight(),
-            byNamespace.computeIfAbsent(b.caller().namespace(), ns -> new ArrayList<>()));
+        List<QueueLocks.Reported> unknown =
+            reported(b.caller().instanceId(), b.inFlight(), new ArrayList<>());
+        unknown.removeIf(found::contains);
+        if (!unknown.isEmpty()) {
+          byNamespace
+              .computeIfAbsent(b.caller().namespace(), ns -> new ArrayList<>())
+              .addAll(unknown);
+        }
       }
     }
     List<Uni<Void>> learning = new ArrayList<>();
@@ -352,11 +359,12 @@ public class InstanceService {
                 queue
                     .learnWorkers(pool, reported)
                     .invoke(
-                        n -> {
-                          if (n > 0) {
+                        learned -> {
+                          found.addAll(learned.found());
+                          if (learned.workers() > 0) {
                             LOG.debugf(
                                 "namespace %s: %d queue workers learned from %d reported messages",
-                                namespace, n, reported.size());
+                                namespace, learned.workers(), reported.size());
                           }
                         })
                     .onFailure()
@@ -367,7 +375,7 @@ public class InstanceService {
                                     + " namespace %s: %s",
                                 reported.size(), namespace, e.toString()))
                     .onFailure()
-                    .recoverWithItem(0)
+                    .recoverWithNull()
                     .replaceWithVoid())
         .orElse(Uni.createFrom().voidItem());
   }

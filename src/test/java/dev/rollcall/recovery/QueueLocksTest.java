@@ -144,6 +144,33 @@ class QueueLocksTest extends ApiTestBase {
   }
 
   @Test
+  void aMessageIsLookedUpAtEveryHeartbeatUntilItsJobIsFoundLockedThenNoMore() {
+    Instance app = api.register(SourceTables.ENGINE, name("d"), "app");
+    Instance other = api.register(SourceTables.ENGINE, name("d"), "other");
+    long pending = job(FLOWS, name("msg_p"), name("msg_p"), name("wrun_p"), null, 0);
+    var report = List.of(Api.execution(name("wrun_p"), name("msg_p")));
+    api.heartbeatEntries(app, report).expect(200);
+    assertEquals(List.of(), learned(app), "not locked yet: nothing to learn");
+
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_by = ? WHERE id = ?", name("w1"), pending);
+    api.heartbeatEntries(app, report).expect(200);
+    assertEquals(List.of(name("w1") + ":" + name("msg_p")), learned(app), "looked up again, found");
+
+    // Locked again by another worker while the instance still reports the message: its report is
+    // not looked up again, so the new worker is not taken for the instance's.
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET locked_by = ? WHERE id = ?", name("w2"), pending);
+    api.heartbeatEntries(app, report).expect(200);
+    assertEquals(List.of(name("w1") + ":" + name("msg_p")), learned(app));
+    // The instance that reports it anew shows the new worker.
+    api.heartbeatEntries(other, report).expect(200);
+    assertEquals(List.of(name("w2") + ":" + name("msg_p")), learned(other));
+    api.leave(app).expect(204);
+    api.leave(other).expect(204);
+  }
+
+  @Test
   void aDeathReleasesEveryLockOfTheInstancesWorkersNotOnlyThoseOfItsLastReport() {
     Instance peer = api.register(SourceTables.ENGINE, name("d"), "peer");
     Instance victim = api.register(SourceTables.ENGINE, name("d"), "victim");

@@ -1,0 +1,33 @@
+package dev.rollcall.registry;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.queue.QueueLocks.Reported;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.Test;
+
+class FoundMessagesTest {
+
+  @Test
+  void aMessageIsFoundForTheInstanceThatReportedItOnly() {
+    FoundMessages found = new FoundMessages(10);
+    UUID a = UUID.randomUUID();
+    found.addAll(List.of(new Reported(a, "msg_1")));
+    assertTrue(found.contains(new Reported(a, "msg_1")));
+    assertFalse(found.contains(new Reported(UUID.randomUUID(), "msg_1")));
+    assertFalse(found.contains(new Reported(a, "msg_2")));
+  }
+
+  @Test
+  void whenFullItStartsOverEmpty() {
+    FoundMessages found = new FoundMessages(2);
+    UUID a = UUID.randomUUID();
+    found.addAll(List.of(new Reported(a, "m1"), new Reported(a, "m2"), new Reported(a, "m3")));
+    assertEquals(1, found.size());
+    assertTrue(found.contains(new Reported(a, "m3")));
+    assertFalse(found.contains(new Reported(a, "m1")));
+  }
+}
