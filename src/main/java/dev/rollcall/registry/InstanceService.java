@@ -109,10 +109,7 @@ public class InstanceService {
                                                 registered.instanceId(), namespace, deploymentId),
                                             set))
                                 .orElse(Uni.createFrom().voidItem())))
-        .call(
-            registered ->
-                learnWorkers(
-                    namespace, reported(registered.instanceId(), inFlight, new ArrayList<>())));
+        .call(registered -> learnWorkers(namespace, reported(registered.instanceId(), inFlight)));
   }
 
   private Uni<Registration> insert(
@@ -301,15 +298,15 @@ public class InstanceService {
                     caller.namespace(), Duration.ofNanos(System.nanoTime() - started)));
   }
 
-  /** The messages of an in-flight set, each once, added to {@code into}. */
+  /** The messages of an in-flight set, each once, in a list the caller may change. */
   private static List<QueueLocks.Reported> reported(
-      UUID instanceId, Optional<List<InFlight>> inFlight, List<QueueLocks.Reported> into) {
-    inFlight.orElse(List.of()).stream()
+      UUID instanceId, Optional<List<InFlight>> inFlight) {
+    return inFlight.orElse(List.of()).stream()
         .map(InFlight::messageId)
         .filter(m -> m != null)
         .distinct()
-        .forEach(m -> into.add(new QueueLocks.Reported(instanceId, m)));
-    return into;
+        .map(m -> new QueueLocks.Reported(instanceId, m))
+        .collect(java.util.stream.Collectors.toCollection(ArrayList::new));
   }
 
   /**
@@ -325,8 +322,7 @@ public class InstanceService {
     for (int k = 0; k < flushed.size(); k++) {
       Beat b = flushed.get(k);
       if (outcomes.get(k).failure() == null && b.inFlight().isPresent()) {
-        List<QueueLocks.Reported> unknown =
-            reported(b.caller().instanceId(), b.inFlight(), new ArrayList<>());
+        List<QueueLocks.Reported> unknown = reported(b.caller().instanceId(), b.inFlight());
         unknown.removeIf(found::contains);
         if (!unknown.isEmpty()) {
           byNamespace
