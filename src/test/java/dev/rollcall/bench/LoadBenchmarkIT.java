@@ -255,6 +255,7 @@ class LoadBenchmarkIT {
     }
     registrars.shutdown();
     long registerMs = (System.nanoTime() - registering) / 1_000_000;
+    String fleetRegistered = Db.column("SELECT now()::text").get(0);
     if (jobs) {
       // Locked once every instance beats: a lock no live instance owns up to for the activity
       // fence is an orphan, and the service rightly releases it.
@@ -402,6 +403,16 @@ class LoadBenchmarkIT {
             windowOpened,
             windowOpened,
             fleetNamespace);
+    // When they died, by the second after the whole fleet had registered (negative: before).
+    String diedWhen =
+        Db.column(
+                "SELECT coalesce(string_agg(s || ' s: ' || n, ', ' ORDER BY s), 'none') FROM"
+                    + " (SELECT floor(extract(epoch FROM ended_at - ?::timestamptz))::int AS s,"
+                    + " count(*) AS n FROM rollcall.instances WHERE namespace = ?"
+                    + " AND deployment_id = 'fleet' AND state = 'dead' GROUP BY 1) d",
+                fleetRegistered,
+                fleetNamespace)
+            .get(0);
     metricsAtStart.forEach((k, v) -> metrics.merge(k, -v, Double::sum));
     double elapsed = (System.nanoTime() - window.get(0)) / 1e9;
     double flushes = metrics.getOrDefault("rollcall_heartbeat_flush_beats_count", 0.0);
@@ -421,7 +432,7 @@ class LoadBenchmarkIT {
             + " %d s)%n"
             + "  heartbeats  %6d (%.0f/s)  p50 %d ms  p99 %d ms  (open loop: from when due;"
             + " %d leases lost: answers 410)%n"
-            + "  instances declared dead: %s%n"
+            + "  instances declared dead: %s (by second after the fleet registered: %s)%n"
             + "  claims      %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%s; %d batches, %d runs"
             + " handed out)%n"
             + "  with a batch %5d         p50 %d ms  p99 %d ms%n"
@@ -464,6 +475,7 @@ class LoadBenchmarkIT {
         percentile(heartbeatMs, 0.99),
         leasesLost.get(),
         died.get(0),
+        diedWhen,
         claimMs.size(),
         claimMs.size() / (double) seconds,
         percentile(claimMs, 0.50),
