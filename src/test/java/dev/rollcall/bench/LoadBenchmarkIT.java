@@ -154,8 +154,17 @@ class LoadBenchmarkIT {
     // -Dbench.in-flight-change-every=E: the set moves on at every E-th beat only (1: every beat).
     int changeEvery = Math.max(1, Integer.getInteger("bench.in-flight-change-every", 1));
     boolean jobs = fleet.equals("engine") && inFlightSize > 0;
+    // The queue's workers: each instance's jobs are locked by its worker once it has registered
+    // and before its first heartbeat, as a worker locks a job before its client reports executing
+    // the job's message. (Locked before registration, they are orphans the service rightly
+    // releases; locked once the whole fleet is registered, every beat until then reports messages
+    // whose jobs no worker holds, looked up again at each beat, which a client never sends.)
+    List<Connection> workers = new ArrayList<>();
     if (jobs) {
       addJobs(instanceCount, inFlightSize);
+      for (int w = 0; w < 16; w++) {
+        workers.add(Db.database().connect());
+      }
     }
     ExecutorService registrars = Executors.newFixedThreadPool(16);
     long registering = System.nanoTime();
@@ -188,6 +197,12 @@ class LoadBenchmarkIT {
                       "\"sessionLock\":{\"state\":\"held\",\"pid\":"
                           + holderPids.get(me % holders.size())
                           + ",\"reconnected\":false}";
+                }
+                if (jobs) {
+                  Connection worker = workers.get(me % workers.size());
+                  synchronized (worker) {
+                    lockJobs(worker, me, inFlightSize);
+                  }
                 }
                 String sessionReport = report;
                 AtomicLong beatsSent = new AtomicLong();
@@ -256,10 +271,8 @@ class LoadBenchmarkIT {
     registrars.shutdown();
     long registerMs = (System.nanoTime() - registering) / 1_000_000;
     String fleetRegistered = Db.column("SELECT now()::text").get(0);
-    if (jobs) {
-      // Locked once every instance beats: a lock no live instance owns up to for the activity
-      // fence is an orphan, and the service rightly releases it.
-      lockJobs();
+    for (Connection worker : workers) {
+      worker.close();
     }
     // Each claimer sends a claim every bench.claim-ms (open loop, like the heartbeats): claim k is
     // due at a fixed time and its latency counts from then, so a claim sent late because the one
@@ -740,11 +753,23 @@ class LoadBenchmarkIT {
         size);
   }
 
-  /** Each instance's jobs locked by its one worker, as a worker holds the jobs it executes. */
-  private static void lockJobs() {
-    Db.update(
-        "UPDATE graphile_worker._private_jobs SET locked_by = 'load-worker-'"
-            + " || split_part(key, '-', 3), locked_at = now() WHERE key LIKE 'load-message-%'");
+  /**
+   * Instance {@code me}'s jobs (those of its first set) locked by its one worker, as a worker holds
+   * the jobs it executes.
+   */
+  private static void lockJobs(Connection worker, int me, int size) throws java.sql.SQLException {
+    String locked =
+        one(
+            worker,
+            "WITH l AS (UPDATE graphile_worker._private_jobs SET locked_by = 'load-worker-' || ?,"
+                + " locked_at = now() WHERE key = ANY(ARRAY(SELECT 'load-message-' || ? || '-' || k"
+                + " FROM generate_series(0, ? - 1) k)) RETURNING 1) SELECT count(*)::text FROM l",
+            me,
+            me,
+            size);
+    if (Integer.parseInt(locked) != size) {
+      throw new IllegalStateException("instance " + me + ": " + locked + " of " + size + " locked");
+    }
   }
 
   static String heartbeatBody(int me, String sessionReport, int size, long first) {
