@@ -79,6 +79,11 @@ class LoadBenchmarkIT {
     AtomicLong leasesLost = new AtomicLong();
     AtomicLong peakRss = new AtomicLong();
     Map<Integer, Integer> slowBySecond = new ConcurrentHashMap<>();
+    // Where a heartbeat's time went: waiting for one of this driver's connections (from when it
+    // was due until it had one), then sent and answered; in the warm-up (registration included)
+    // and in the window apart.
+    Split warmUpBeats = new Split();
+    Split windowBeats = new Split();
     // Heartbeat and claim latencies by the 10 s part of the window they were due in: a service
     // still compiling its code when the window opens shows as a slower first part.
     Map<Integer, ConcurrentLinkedQueue<Long>> beatsByPart = new ConcurrentHashMap<>();
@@ -218,39 +223,48 @@ class LoadBenchmarkIT {
                     beats,
                     periodMs,
                     window,
-                    (due, counted) ->
-                        http.request(beat)
-                            .compose(
-                                request ->
-                                    request
-                                        .send(body.get())
-                                        .compose(r -> r.body().map(b -> r.statusCode())))
-                            .onComplete(
-                                reply -> {
-                                  if (!counted) {
-                                    return;
-                                  }
-                                  long ms = (System.nanoTime() - due) / 1_000_000;
-                                  heartbeatMs.add(ms);
-                                  byPart(beatsByPart, window, due).add(ms);
-                                  if (ms > 250) {
-                                    // When in the window the slow ones were due, by second.
-                                    slowBySecond.merge(
-                                        (int) ((due - window.get(0)) / 1_000_000_000L),
-                                        1,
-                                        Integer::sum);
-                                  }
-                                  if (reply.failed()) {
-                                    error(
-                                        errorsByKind,
-                                        "heartbeat " + reply.cause().getClass().getSimpleName());
-                                  } else if (reply.result() == 410) {
-                                    leasesLost.incrementAndGet();
-                                    error(errorsByKind, "heartbeat 410");
-                                  } else if (reply.result() != 200) {
-                                    error(errorsByKind, "heartbeat " + reply.result());
-                                  }
-                                }));
+                    (due, counted) -> {
+                      long[] sent = {0};
+                      http.request(beat)
+                          .compose(
+                              request -> {
+                                sent[0] = System.nanoTime();
+                                return request
+                                    .send(body.get())
+                                    .compose(r -> r.body().map(b -> r.statusCode()));
+                              })
+                          .onComplete(
+                              reply -> {
+                                if (sent[0] != 0) {
+                                  long answered = System.nanoTime();
+                                  (counted ? windowBeats : warmUpBeats)
+                                      .add(sent[0] - due, answered - sent[0]);
+                                }
+                                if (!counted) {
+                                  return;
+                                }
+                                long ms = (System.nanoTime() - due) / 1_000_000;
+                                heartbeatMs.add(ms);
+                                byPart(beatsByPart, window, due).add(ms);
+                                if (ms > 250) {
+                                  // When in the window the slow ones were due, by second.
+                                  slowBySecond.merge(
+                                      (int) ((due - window.get(0)) / 1_000_000_000L),
+                                      1,
+                                      Integer::sum);
+                                }
+                                if (reply.failed()) {
+                                  error(
+                                      errorsByKind,
+                                      "heartbeat " + reply.cause().getClass().getSimpleName());
+                                } else if (reply.result() == 410) {
+                                  leasesLost.incrementAndGet();
+                                  error(errorsByKind, "heartbeat 410");
+                                } else if (reply.result() != 200) {
+                                  error(errorsByKind, "heartbeat " + reply.result());
+                                }
+                              });
+                    });
                 if (idleLookMs > 0) {
                   lookEvery(
                       instance,
@@ -452,6 +466,9 @@ class LoadBenchmarkIT {
             + "  claims left the claimer late by p50 %d ms, p99 %d ms; from when sent p50 %d ms,"
             + " p99 %d ms; in the service's claim code p50 ≤ %d ms, p99 ≤ %d ms (%.0f claims,"
             + " its histogram's bucket bounds)%n"
+            + "  heartbeats waited for a connection of this driver p50 %d ms, p99 %d ms, then were"
+            + " answered in p50 %d ms, p99 %d ms; in the warm-up (registration included) waited p50"
+            + " %d ms, p99 %d ms, answered in p50 %d ms, p99 %d ms%n"
             + "  registering %d instances took %d ms; the window opened %d s later%n"
             + "  errors      %s%n"
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
@@ -510,6 +527,14 @@ class LoadBenchmarkIT {
         histogramPercentileMs(metrics, "rollcall_claim_seconds", 0.50),
         histogramPercentileMs(metrics, "rollcall_claim_seconds", 0.99),
         metrics.getOrDefault("rollcall_claim_seconds_count", 0.0),
+        percentile(windowBeats.waited, 0.50),
+        percentile(windowBeats.waited, 0.99),
+        percentile(windowBeats.answered, 0.50),
+        percentile(windowBeats.answered, 0.99),
+        percentile(warmUpBeats.waited, 0.50),
+        percentile(warmUpBeats.waited, 0.99),
+        percentile(warmUpBeats.answered, 0.50),
+        percentile(warmUpBeats.answered, 0.99),
         instanceCount,
         registerMs,
         warmUp,
@@ -639,6 +664,17 @@ class LoadBenchmarkIT {
         Math.max(0, first - System.nanoTime()),
         everyMs * 1_000_000,
         TimeUnit.NANOSECONDS);
+  }
+
+  /** Requests' time in two parts, in ms: waiting for a connection, then sent and answered. */
+  private static final class Split {
+    final ConcurrentLinkedQueue<Long> waited = new ConcurrentLinkedQueue<>();
+    final ConcurrentLinkedQueue<Long> answered = new ConcurrentLinkedQueue<>();
+
+    void add(long waitedNanos, long answeredNanos) {
+      waited.add(Math.max(0, waitedNanos) / 1_000_000);
+      answered.add(answeredNanos / 1_000_000);
+    }
   }
 
   /** A claim answer's status ("done", "wait", "batch"). */
