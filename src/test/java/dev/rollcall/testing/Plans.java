@@ -63,6 +63,8 @@ public final class Plans {
       st.execute("PREPARE planned(" + types + ") AS " + sql);
       List<String> plans = new ArrayList<>();
       for (String mode : modes) {
+        // Each plan runs on the same rows: what one execution writes is undone before the next.
+        st.execute("SAVEPOINT plan");
         st.execute("SET LOCAL plan_cache_mode = " + mode);
         StringBuilder plan = new StringBuilder("plan_cache_mode = " + mode + "\n");
         try (ResultSet rs = st.executeQuery("EXPLAIN ANALYZE EXECUTE planned(" + args + ")")) {
@@ -71,6 +73,7 @@ public final class Plans {
           }
         }
         plans.add(plan.toString());
+        st.execute("ROLLBACK TO SAVEPOINT plan");
       }
       c.rollback();
       return plans;
