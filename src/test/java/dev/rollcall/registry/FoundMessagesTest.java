@@ -1,6 +1,5 @@
 package dev.rollcall.registry;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -19,15 +18,5 @@ class FoundMessagesTest {
     assertTrue(found.contains(new Reported(a, "msg_1")));
     assertFalse(found.contains(new Reported(UUID.randomUUID(), "msg_1")));
     assertFalse(found.contains(new Reported(a, "msg_2")));
-  }
-
-  @Test
-  void whenFullItStartsOverEmpty() {
-    FoundMessages found = new FoundMessages(2);
-    UUID a = UUID.randomUUID();
-    found.addAll(List.of(new Reported(a, "m1"), new Reported(a, "m2"), new Reported(a, "m3")));
-    assertEquals(1, found.size());
-    assertTrue(found.contains(new Reported(a, "m3")));
-    assertFalse(found.contains(new Reported(a, "m1")));
   }
 }
