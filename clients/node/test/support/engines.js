@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 const here = dirname(fileURLToPath(import.meta.url));
 const CLIENT = resolve(here, '../..');
 const FIXTURE = resolve(CLIENT, '../../src/test/engine-beta');
+const NPM_INSTALL = resolve(CLIENT, '../../src/test/npm-install.mjs');
 const run = promisify(execFile);
 
 /** The directory of this package (an application with world-postgres 4.3.7 installed). */
@@ -27,8 +28,9 @@ export async function installBetaApp() {
   mkdirSync(dir, { recursive: true });
   copyFileSync(resolve(FIXTURE, 'package.json'), resolve(dir, 'package.json'));
   copyFileSync(resolve(FIXTURE, 'package-lock.json'), resolve(dir, 'package-lock.json'));
-  // Not `npm ci`: see README (the registry lacks cbor-extract's optional platform packages).
-  await run('npm', ['install', '--no-audit', '--no-fund', '--no-save'], { cwd: dir, timeout: 600_000 });
+  // Not `npm ci`: see README (the registry lacks cbor-extract's optional platform packages). The
+  // repository's npm-install script tries npm again when it failed on the network.
+  await run(process.execPath, [NPM_INSTALL, '--no-save'], { cwd: dir, timeout: 1_200_000 });
   writeFileSync(stamp, lock);
   return dir;
 }

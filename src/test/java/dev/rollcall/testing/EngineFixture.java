@@ -52,7 +52,14 @@ public final class EngineFixture {
           "WORKFLOW_LOCAL_BASE_URL",
           "PORT");
 
-  private static final long NPM_TIMEOUT_MINUTES = 10;
+  /** All of an install's attempts together; one attempt normally takes a minute or two. */
+  private static final long NPM_TIMEOUT_MINUTES = 20;
+
+  /**
+   * npm install, tried again on network failures; the one script every install here goes through.
+   */
+  private static final Path NPM_INSTALL = Path.of("src", "test", "npm-install.mjs");
+
   private static final long SETUP_TIMEOUT_MINUTES = 2;
   private static final long ENQUEUE_TIMEOUT_MINUTES = 2;
   private static final int LOG_TAIL_LINES = 60;
@@ -111,7 +118,8 @@ public final class EngineFixture {
    * Installs the packages of the npm project in {@code dir} (its {@code package.json} and {@code
    * package-lock.json}) into its own {@code node_modules}, the way {@link #install(EngineVersion)}
    * explains, unless that manifest and lockfile were installed there before. npm's output goes to
-   * {@code node_modules/npm.log}.
+   * {@code node_modules/npm.log}. npm runs through {@code src/test/npm-install.mjs}, which tries it
+   * again when it failed on the network (a registry connection cut off mid-download, say).
    */
   public static synchronized void installPackage(Path dir) {
     try {
@@ -131,7 +139,7 @@ public final class EngineFixture {
       int exit =
           run(
               dir,
-              List.of(executable("npm"), "install", "--no-save", "--no-audit", "--no-fund"),
+              List.of(executable("node"), NPM_INSTALL.toAbsolutePath().toString(), "--no-save"),
               Map.of(),
               log,
               NPM_TIMEOUT_MINUTES);
