@@ -9,6 +9,7 @@ import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
@@ -16,6 +17,8 @@ import jakarta.inject.Inject;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -125,6 +128,48 @@ class LivenessLockTest extends ApiTestBase {
               i.id()),
           act + " changed nothing");
     }
+  }
+
+  /**
+   * A death that waits for its instance's claim in progress holds up no other death of the pass:
+   * the reaper declares a few at once, each in its own transaction. One at a time, every lease that
+   * expired after the waiting one stayed live until that claim committed.
+   */
+  @Test
+  void aDeathWaitingForItsClaimHoldsUpNoOtherDeath() throws Exception {
+    String deploy = UUID.randomUUID().toString();
+    Instance busy = api.register(SourceTables.SMALL, deploy, "busy");
+    List<Instance> others = new ArrayList<>();
+    for (int n = 0; n < 6; n++) {
+      others.add(api.register(SourceTables.SMALL, deploy, "other-" + n));
+    }
+    // The busy instance's lease expired first, so the pass takes it first.
+    TimeTravel.leaseExpired(busy, Duration.ofSeconds(5));
+    others.forEach(o -> TimeTravel.leaseExpired(o, Duration.ofSeconds(1)));
+    CompletableFuture<Reaper.Pass> pass;
+    try (Connection claim = holdLiveCheck(busy)) {
+      pass = reaper.runOnce().subscribeAsCompletionStage();
+      Poll.until(
+          "the other instances declared dead while the busy one's death waits",
+          Duration.ofSeconds(20),
+          () ->
+              others.stream()
+                  .allMatch(
+                      o ->
+                          "dead"
+                              .equals(
+                                  Db.column(
+                                          "SELECT state FROM rollcall.instances WHERE id = ?",
+                                          o.id())
+                                      .get(0))));
+      assertFalse(pass.isDone(), "the pass still waits for the busy instance's death");
+      assertEquals(
+          "live", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", busy.id()).get(0));
+      claim.commit();
+    }
+    assertEquals(new Reaper.Pass(7, 0, 0), pass.get(30, TimeUnit.SECONDS));
+    assertEquals(
+        "dead", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", busy.id()).get(0));
   }
 
   /**
