@@ -114,6 +114,17 @@ class LoadBenchmarkIT {
                 .setMaxPoolSize(Integer.getInteger("bench.connections", 256))
                 .setMaxWaitQueueSize(-1));
     ScheduledExecutorService beats = Executors.newScheduledThreadPool(4);
+    // Each instance has at most one heartbeat outstanding, as a client has (its session sends a
+    // beat due meanwhile as soon as the outstanding one is answered, and several as one): a slow
+    // second of the service then queues at most one beat per instance in this driver, not one
+    // per interval that passed. -Dbench.one-beat-at-a-time=false sends every beat when due
+    // whatever the instance's last one is doing, as this driver did before.
+    boolean oneAtATime =
+        Boolean.parseBoolean(System.getProperty("bench.one-beat-at-a-time", "true"));
+    // Beats that fell due while their instance's last one was outstanding and went with the next
+    // send instead (counted once, from the first one's due time): in the window and before it.
+    AtomicLong mergedInWindow = new AtomicLong();
+    AtomicLong mergedBefore = new AtomicLong();
     // -Dbench.idle-look-ms=P: each fleet instance also sends an idle claim answered at once
     // (waitMs 0) every P ms, open loop: the look a client's held idle claim makes when it starts
     // and when its hold ends (every 20 s per instance, so P = 10 000 is a fleet of clients). The
@@ -219,10 +230,11 @@ class LoadBenchmarkIT {
                                 sessionReport,
                                 inFlightSize,
                                 inFlightChanges * (beatsSent.getAndIncrement() / changeEvery)));
-                openLoop(
-                    beats,
-                    periodMs,
-                    window,
+                OneBeatAtATime gate = new OneBeatAtATime(oneAtATime);
+                java.util.concurrent.atomic.AtomicReference<
+                        java.util.function.BiConsumer<Long, Boolean>>
+                    send = new java.util.concurrent.atomic.AtomicReference<>();
+                send.set(
                     (due, counted) -> {
                       long[] sent = {0};
                       http.request(beat)
@@ -263,7 +275,26 @@ class LoadBenchmarkIT {
                                 } else if (reply.result() != 200) {
                                   error(errorsByKind, "heartbeat " + reply.result());
                                 }
+                              })
+                          .onComplete(
+                              reply -> {
+                                long next = gate.answered();
+                                if (next != OneBeatAtATime.NONE) {
+                                  send.get().accept(next, next >= window.get(0));
+                                }
                               });
+                    });
+                openLoop(
+                    beats,
+                    periodMs,
+                    window,
+                    (due, counted) -> {
+                      OneBeatAtATime.Due go = gate.due(due);
+                      if (go == OneBeatAtATime.Due.SEND) {
+                        send.get().accept(due, counted);
+                      } else if (go == OneBeatAtATime.Due.MERGED) {
+                        (counted ? mergedInWindow : mergedBefore).incrementAndGet();
+                      }
                     });
                 if (idleLookMs > 0) {
                   lookEvery(
@@ -466,9 +497,12 @@ class LoadBenchmarkIT {
             + "  claims left the claimer late by p50 %d ms, p99 %d ms; from when sent p50 %d ms,"
             + " p99 %d ms; in the service's claim code p50 ≤ %d ms, p99 ≤ %d ms (%.0f claims,"
             + " its histogram's bucket bounds)%n"
-            + "  heartbeats waited for a connection of this driver p50 %d ms, p99 %d ms, then were"
+            + "  heartbeats waited (for their instance's outstanding beat, then a connection of this"
+            + " driver) p50 %d ms, p99 %d ms, then were"
             + " answered in p50 %d ms, p99 %d ms; in the warm-up (registration included) waited p50"
             + " %d ms, p99 %d ms, answered in p50 %d ms, p99 %d ms%n"
+            + "  beats that fell due while their instance's last was outstanding and went with"
+            + " the next: %d in the window, %d before it (%s)%n"
             + "  registering %d instances took %d ms; the window opened %d s later%n"
             + "  errors      %s%n"
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
@@ -535,6 +569,11 @@ class LoadBenchmarkIT {
         percentile(warmUpBeats.waited, 0.99),
         percentile(warmUpBeats.answered, 0.50),
         percentile(warmUpBeats.answered, 0.99),
+        mergedInWindow.get(),
+        mergedBefore.get(),
+        oneAtATime
+            ? "one beat outstanding per instance, as a client"
+            : "off: every beat sent when due",
         instanceCount,
         registerMs,
         warmUp,
@@ -666,6 +705,60 @@ class LoadBenchmarkIT {
         TimeUnit.NANOSECONDS);
   }
 
+  /**
+   * One instance's heartbeats as its client sends them: at most one outstanding. A beat that falls
+   * due while one is outstanding waits and is sent as soon as that one is answered; several that
+   * fall due meanwhile go as one, the earliest's due time kept, so its latency counts from the
+   * first of them (open loop: the wait is charged, not hidden). Off, every beat is sent when due.
+   */
+  static final class OneBeatAtATime {
+    static final long NONE = Long.MIN_VALUE;
+
+    enum Due {
+      /** Send it now. */
+      SEND,
+      /** It waits for the outstanding beat's answer. */
+      WAITS,
+      /** It goes with an earlier beat that already waits for that answer. */
+      MERGED
+    }
+
+    private final boolean on;
+    private boolean outstanding;
+    private long waiting = NONE;
+
+    OneBeatAtATime(boolean on) {
+      this.on = on;
+    }
+
+    /** A beat fell due at {@code due}: what to do with it. */
+    synchronized Due due(long due) {
+      if (!on || !outstanding) {
+        outstanding = true;
+        return Due.SEND;
+      }
+      if (waiting != NONE) {
+        return Due.MERGED;
+      }
+      waiting = due;
+      return Due.WAITS;
+    }
+
+    /**
+     * The outstanding beat was answered (or failed): the due time of the beat to send now, or
+     * {@link #NONE}.
+     */
+    synchronized long answered() {
+      if (!on) {
+        return NONE;
+      }
+      long next = waiting;
+      waiting = NONE;
+      outstanding = next != NONE;
+      return next;
+    }
+  }
+
   /** Requests' time in two parts, in ms: waiting for a connection, then sent and answered. */
   private static final class Split {
     final ConcurrentLinkedQueue<Long> waited = new ConcurrentLinkedQueue<>();
@@ -686,7 +779,6 @@ class LoadBenchmarkIT {
     }
   }
 
-  /** The service's request and flush metrics; empty if it cannot answer (reported as 0). */
   /** The latencies of requests due in the same 10 s part of the window as {@code due}. */
   private static ConcurrentLinkedQueue<Long> byPart(
       Map<Integer, ConcurrentLinkedQueue<Long>> parts, AtomicLongArray window, long due) {
@@ -700,6 +792,7 @@ class LoadBenchmarkIT {
         .values().stream().map(q -> String.valueOf(percentile(q, 0.99))).toList().toString();
   }
 
+  /** The service's request and flush metrics; empty if it cannot answer (reported as 0). */
   private static Map<String, Double> serviceMetrics(ServiceProcess service) {
     Map<String, Double> m = new java.util.TreeMap<>();
     try {
