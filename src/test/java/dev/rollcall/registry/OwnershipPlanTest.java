@@ -16,8 +16,9 @@ import org.junit.jupiter.api.Test;
  * grew slower until the next vacuum. The plans are checked as PostgreSQL runs the function's
  * statement, with the function's settings: a flush of 100 beats against a fleet of 2 000 instances
  * executing four runs each, every run with its queue message. PL/pgSQL keeps the statement's plan
- * for the session, as a pooled connection keeps its prepared statements, so its generic plan is
- * checked beside the plan for these arguments.
+ * for the session, as a pooled connection keeps its prepared statements, and the function asks for
+ * its generic plan at every call (V21: planned again at each call, the statement spent more time
+ * being planned than running); the plan for these arguments is checked beside it.
  */
 @ServiceTest
 class OwnershipPlanTest {
@@ -67,6 +68,21 @@ class OwnershipPlanTest {
       assertTrue(plan.contains("Tid Scan on ownership "), plan);
       // One run and one message of each instance went, and one of each came.
       assertTrue(plan.contains("Tuples Inserted: " + FLUSH), plan);
+    }
+  }
+
+  /**
+   * The function runs its statement's generic plan, made once per session, rather than planning it
+   * again with every flush's arrays: planning cost more than running it (0.4–1.0 ms a call against
+   * 0.25–0.35 ms for a flush of a few steady sets). The plan it runs is the one checked above.
+   */
+  @Test
+  void theFunctionRunsItsGenericPlan() throws Exception {
+    try (java.sql.Connection c = dev.rollcall.testing.Db.database().connect();
+        Statement st = c.createStatement()) {
+      assertTrue(
+          functionSettings(st).contains("plan_cache_mode=force_generic_plan"),
+          "rollcall.replace_in_flight sets plan_cache_mode=force_generic_plan");
     }
   }
 
