@@ -18,10 +18,10 @@ import org.jboss.logging.Logger;
  *
  * <p>Why: a fleet that registers on a new database (or one that grows tenfold at once) runs its
  * heartbeat flushes against tables whose statistics still say "empty". The plans made then read
- * whole tables where they should probe one key: a flush's renewal and in-flight sets took 40–50 ms
- * instead of under 1 ms until the first automatic {@code ANALYZE}, 30 s after 3 000 instances had
- * registered, and the heartbeats that queued meanwhile cost leases (BENCHMARKS.md §8). An {@code
- * ANALYZE} also makes every connection plan its cached statements again.
+ * whole tables where they should probe one key: a flush's renewal and in-flight sets took 10–42 ms
+ * each instead of under 1 ms until the first automatic {@code ANALYZE}, 16 s after 3 000 instances
+ * had registered, and the heartbeats that queued meanwhile cost leases (BENCHMARKS.md §8). An
+ * {@code ANALYZE} also makes every connection plan its cached statements again.
  *
  * <p>Runs on the reaper's interval on every service replica: one read of the statistics views, and
  * an {@code ANALYZE} only for a table that {@link #stale} says is stale. Replicas that analyze the

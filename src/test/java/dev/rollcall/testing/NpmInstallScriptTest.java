@@ -6,14 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileSystems;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.condition.DisabledOnOs;
-import org.junit.jupiter.api.condition.OS;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -23,7 +22,6 @@ import org.junit.jupiter.api.io.TempDir;
  * cut off mid-download fails the whole build (it did, once: {@code Invalid response body ...
  * ECONNABORTED}).
  */
-@DisabledOnOs(value = OS.WINDOWS, disabledReason = "the stand-in npm is a POSIX shell script")
 class NpmInstallScriptTest {
 
   private static final String CUT_OFF =
@@ -46,26 +44,33 @@ class NpmInstallScriptTest {
     Path bin = Files.createDirectories(dir.resolve("bin"));
     Path calls = dir.resolve("calls");
     Files.writeString(dir.resolve("failure"), failure, StandardCharsets.UTF_8);
+    // The stand-in is a Node script behind a launcher named npm (npm.cmd on Windows), as the real
+    // npm is found: it records its arguments, then fails as told or succeeds.
+    Files.writeString(
+        bin.resolve("npm.mjs"),
+        "import { appendFileSync, readFileSync } from 'node:fs';\n"
+            + "const calls = "
+            + js(calls)
+            + ";\n"
+            + "appendFileSync(calls, process.argv.slice(2).join(' ') + '\\n');\n"
+            + "const n = readFileSync(calls, 'utf8').trim().split('\\n').length;\n"
+            + "if (n <= "
+            + failures
+            + ") { process.stderr.write(readFileSync("
+            + js(dir.resolve("failure"))
+            + ", 'utf8')); process.exit("
+            + code
+            + "); }\n"
+            + "console.log('added 1 package');\n",
+        StandardCharsets.UTF_8);
     Path npm = bin.resolve("npm");
     Files.writeString(
-        npm,
-        "#!/bin/sh\n"
-            + "echo \"$*\" >> '"
-            + calls
-            + "'\n"
-            + "n=$(wc -l < '"
-            + calls
-            + "')\n"
-            + "if [ \"$n\" -le "
-            + failures
-            + " ]; then cat '"
-            + dir.resolve("failure")
-            + "' >&2; exit "
-            + code
-            + "; fi\n"
-            + "echo 'added 1 package'\n",
-        StandardCharsets.UTF_8);
-    Files.setPosixFilePermissions(npm, PosixFilePermissions.fromString("rwxr-xr-x"));
+        npm, "#!/bin/sh\nexec node \"$(dirname \"$0\")/npm.mjs\" \"$@\"\n", StandardCharsets.UTF_8);
+    if (FileSystems.getDefault().supportedFileAttributeViews().contains("posix")) {
+      Files.setPosixFilePermissions(npm, PosixFilePermissions.fromString("rwxr-xr-x"));
+    }
+    Files.writeString(
+        bin.resolve("npm.cmd"), "@node \"%~dp0npm.mjs\" %*\r\n", StandardCharsets.UTF_8);
     Path log = dir.resolve("out.log");
     ProcessBuilder pb =
         new ProcessBuilder(
@@ -84,6 +89,11 @@ class NpmInstallScriptTest {
         p.exitValue(),
         Files.exists(calls) ? Files.readAllLines(calls) : List.of(),
         Files.readString(log, StandardCharsets.UTF_8));
+  }
+
+  /** A path as a JavaScript string literal. */
+  private static String js(Path path) {
+    return "'" + path.toString().replace("\\", "\\\\").replace("'", "\\'") + "'";
   }
 
   @Test
