@@ -30,16 +30,30 @@ final class Requests {
   }
 
   static String text(String value, String field) {
-    if (value == null || value.isBlank()) {
-      throw new InvalidRequest("'" + field + "' is required and must not be blank");
-    }
-    if (value.length() > MAX_TEXT) {
-      throw new InvalidRequest("'" + field + "' is longer than " + MAX_TEXT + " characters");
-    }
-    if (value.chars().anyMatch(c -> c < 0x20)) {
-      throw new InvalidRequest("'" + field + "' contains control characters");
+    String problem = problem(value);
+    if (problem != null) {
+      throw new InvalidRequest("'" + field + "' " + problem);
     }
     return value;
+  }
+
+  /**
+   * Why {@link #text} refuses a value, or null. Apart from the field's name, which is built only
+   * for a refusal: this runs for every id of every heartbeat.
+   */
+  private static String problem(String value) {
+    if (value == null || value.isBlank()) {
+      return "is required and must not be blank";
+    }
+    if (value.length() > MAX_TEXT) {
+      return "is longer than " + MAX_TEXT + " characters";
+    }
+    for (int i = 0; i < value.length(); i++) {
+      if (value.charAt(i) < 0x20) {
+        return "contains control characters";
+      }
+    }
+    return null;
   }
 
   /**
@@ -74,13 +88,20 @@ final class Requests {
     List<InFlight> out = new ArrayList<>(entries.size());
     for (int i = 0; i < entries.size(); i++) {
       InFlightEntry e = entries.get(i);
-      String at = field + "[" + i + "]";
       if (e == null) {
-        throw new InvalidRequest("'" + at + "' must be a run id or an object with a 'runId'");
+        throw new InvalidRequest(
+            "'" + field + "[" + i + "]' must be a run id or an object with a 'runId'");
       }
-      String runId = text(e.runId(), e.messageId() == null ? at : at + ".runId");
-      String messageId = e.messageId() == null ? null : text(e.messageId(), at + ".messageId");
-      out.add(new InFlight(runId, messageId));
+      String runIdProblem = problem(e.runId());
+      if (runIdProblem != null) {
+        String at = field + "[" + i + "]" + (e.messageId() == null ? "" : ".runId");
+        throw new InvalidRequest("'" + at + "' " + runIdProblem);
+      }
+      String messageIdProblem = e.messageId() == null ? null : problem(e.messageId());
+      if (messageIdProblem != null) {
+        throw new InvalidRequest("'" + field + "[" + i + "].messageId' " + messageIdProblem);
+      }
+      out.add(new InFlight(e.runId(), e.messageId()));
     }
     return out;
   }

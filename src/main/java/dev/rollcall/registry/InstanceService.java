@@ -20,10 +20,12 @@ import jakarta.enterprise.context.ApplicationScoped;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.UUID;
 import java.util.stream.StreamSupport;
 import org.jboss.logging.Logger;
@@ -299,14 +301,29 @@ public class InstanceService {
   }
 
   /** The messages of an in-flight set, each once, in a list the caller may change. */
-  private static List<QueueLocks.Reported> reported(
-      UUID instanceId, Optional<List<InFlight>> inFlight) {
-    return inFlight.orElse(List.of()).stream()
-        .map(InFlight::messageId)
-        .filter(m -> m != null)
-        .distinct()
-        .map(m -> new QueueLocks.Reported(instanceId, m))
-        .collect(java.util.stream.Collectors.toCollection(ArrayList::new));
+  static List<QueueLocks.Reported> reported(UUID instanceId, Optional<List<InFlight>> inFlight) {
+    List<InFlight> set = inFlight.orElse(List.of());
+    List<QueueLocks.Reported> out = new ArrayList<>(set.size());
+    // A loop rather than a stream: this runs for every heartbeat of a flush. A client's set is
+    // short, and a message seen already is found by scanning what is kept; a long set (up to
+    // Ownership.MAX_IN_FLIGHT) uses a hash set so that it costs linear time, not quadratic.
+    Set<String> seen = set.size() > 16 ? new HashSet<>() : null;
+    for (InFlight e : set) {
+      String m = e.messageId();
+      if (m != null && (seen != null ? seen.add(m) : !containsMessage(out, m))) {
+        out.add(new QueueLocks.Reported(instanceId, m));
+      }
+    }
+    return out;
+  }
+
+  private static boolean containsMessage(List<QueueLocks.Reported> kept, String messageId) {
+    for (QueueLocks.Reported r : kept) {
+      if (r.messageId().equals(messageId)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**
