@@ -31,10 +31,6 @@ public final class ServiceProcess implements AutoCloseable {
     this.managementPort = managementPort;
   }
 
-  /** The JVM options the container image gives the service (src/main/docker/Dockerfile.jvm). */
-  static final String DEFAULT_JVM =
-      "-XX:+UseSerialGC -Xmx128m -XX:ReservedCodeCacheSize=64m -Xss512k";
-
   /** Starts a replica and waits until it is ready. */
   public static ServiceProcess start(String name, TestDatabase db, Map<String, String> settings)
       throws IOException, InterruptedException {
@@ -48,11 +44,18 @@ public final class ServiceProcess implements AutoCloseable {
     int management = ports[1];
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    // The JVM options of the container image (src/main/docker/Dockerfile.jvm) unless a benchmark
-    // tries others.
-    for (String option : System.getProperty("rollcall.service.jvm", DEFAULT_JVM).split("\\s+")) {
-      if (!option.isBlank()) {
-        command.add(option);
+    // The JVM options and C library settings of the container image
+    // (src/main/docker/Dockerfile.jvm)
+    // unless a benchmark tries other options.
+    ImageRuntime image = ImageRuntime.ofProject();
+    String tried = System.getProperty("rollcall.service.jvm");
+    if (tried == null) {
+      command.addAll(image.jvmOptions());
+    } else {
+      for (String option : tried.split("\\s+")) {
+        if (!option.isBlank()) {
+          command.add(option);
+        }
       }
     }
     command.add("-Dquarkus.http.port=" + http);
@@ -64,8 +67,22 @@ public final class ServiceProcess implements AutoCloseable {
     Path logs = Path.of("target", "it-logs");
     Files.createDirectories(logs);
     File log = logs.resolve(name + ".log").toFile();
+    ProcessBuilder builder = new ProcessBuilder(command);
+    // The image's C library settings, or those a benchmark tries instead (rollcall.service.env:
+    // NAME=value pairs separated by spaces; empty for none).
+    String triedEnv = System.getProperty("rollcall.service.env");
+    if (triedEnv == null) {
+      builder.environment().putAll(image.environment());
+    } else {
+      for (String pair : triedEnv.split("\\s+")) {
+        if (!pair.isBlank()) {
+          int eq = pair.indexOf('=');
+          builder.environment().put(pair.substring(0, eq), pair.substring(eq + 1));
+        }
+      }
+    }
     Process p =
-        new ProcessBuilder(command)
+        builder
             .redirectErrorStream(true)
             .redirectOutput(ProcessBuilder.Redirect.appendTo(log))
             .start();
