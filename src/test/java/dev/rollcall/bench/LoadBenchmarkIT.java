@@ -503,7 +503,8 @@ class LoadBenchmarkIT {
             + " %d ms, p99 %d ms, answered in p50 %d ms, p99 %d ms%n"
             + "  beats that fell due while their instance's last was outstanding and went with"
             + " the next: %d in the window, %d before it (%s)%n"
-            + "  registering %d instances took %d ms; the window opened %d s later%n"
+            + "  registering %d instances took %d ms; the window opened %d s later, at %s (the"
+            + " database's clock, to line up with a service's GC log)%n"
             + "  errors      %s%n"
             + "  service     heartbeats served in %.1f ms on average (from the request's arrival);"
             + " %.0f heartbeat transactions, %.1f heartbeats each; the database committed"
@@ -577,6 +578,7 @@ class LoadBenchmarkIT {
         instanceCount,
         registerMs,
         warmUp,
+        windowOpened,
         errorsByKind.isEmpty() ? "none" : errorsByKind.toString(),
         served < 0.5 ? 0.0 : 1000 * servedSeconds / served,
         flushes,
