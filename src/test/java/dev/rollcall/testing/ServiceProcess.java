@@ -44,9 +44,8 @@ public final class ServiceProcess implements AutoCloseable {
     int management = ports[1];
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    // The JVM options and C library settings of the container image
-    // (src/main/docker/Dockerfile.jvm)
-    // unless a benchmark tries other options.
+    // The container image's JVM options and C library settings (src/main/docker/Dockerfile.jvm),
+    // unless a benchmark tries others.
     ImageRuntime image = ImageRuntime.ofProject();
     String tried = System.getProperty("rollcall.service.jvm");
     if (tried == null) {
