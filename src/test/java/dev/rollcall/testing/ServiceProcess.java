@@ -76,6 +76,10 @@ public final class ServiceProcess implements AutoCloseable {
       for (String pair : triedEnv.split("\\s+")) {
         if (!pair.isBlank()) {
           int eq = pair.indexOf('=');
+          if (eq <= 0) {
+            throw new IllegalArgumentException(
+                "-Drollcall.service.env takes NAME=value pairs separated by spaces, not: " + pair);
+          }
           builder.environment().put(pair.substring(0, eq), pair.substring(eq + 1));
         }
       }
