@@ -118,6 +118,29 @@ class LoadBenchmarkIT {
                 .setMaxPoolSize(Integer.getInteger("bench.connections", 256))
                 .setMaxWaitQueueSize(-1));
     ScheduledExecutorService beats = Executors.newScheduledThreadPool(4);
+    // -Dbench.scrape-seconds=S: the service's /q/metrics is read every S seconds from before the
+    // fleet registers to the end, as a Prometheus server would (0: only the two reads that give
+    // the window's counters). A scrape runs on one of the service's worker threads.
+    long scrapeSeconds = Long.getLong("bench.scrape-seconds", 0);
+    ConcurrentLinkedQueue<Long> scrapeMs = new ConcurrentLinkedQueue<>();
+    AtomicLong scrapeErrors = new AtomicLong();
+    ScheduledExecutorService scraper = Executors.newSingleThreadScheduledExecutor();
+    if (scrapeSeconds > 0) {
+      Api management = new Api(service.managementBase());
+      scraper.scheduleAtFixedRate(
+          () -> {
+            long started = System.nanoTime();
+            try {
+              management.send("GET", "q/metrics", null, null).expect(200);
+              scrapeMs.add((System.nanoTime() - started) / 1_000_000);
+            } catch (RuntimeException e) {
+              scrapeErrors.incrementAndGet();
+            }
+          },
+          scrapeSeconds,
+          scrapeSeconds,
+          TimeUnit.SECONDS);
+    }
     // Each instance has at most one heartbeat outstanding, as a client has (its session sends a
     // beat due meanwhile as soon as the outstanding one is answered, and several as one): a slow
     // second of the service then queues at most one beat per instance in this driver, not one
@@ -445,13 +468,24 @@ class LoadBenchmarkIT {
     String windowOpened = Db.column("SELECT now()::text").get(0);
     window.set(1, window.get(0) + TimeUnit.SECONDS.toNanos(seconds));
     ScheduledExecutorService sampler = Executors.newSingleThreadScheduledExecutor();
+    // The most resident memory in each minute of the window: a replica that grows shows it here.
+    Map<Integer, Long> rssByMinute = new ConcurrentHashMap<>();
     sampler.scheduleAtFixedRate(
-        () -> peakRss.accumulateAndGet(service.residentMiB(), Math::max), 0, 1, TimeUnit.SECONDS);
+        () -> {
+          long now = service.residentMiB();
+          peakRss.accumulateAndGet(now, Math::max);
+          int minute = (int) ((System.nanoTime() - window.get(0)) / 60_000_000_000L);
+          rssByMinute.merge(minute, now, Math::max);
+        },
+        0,
+        1,
+        TimeUnit.SECONDS);
     claiming.shutdown();
     claiming.awaitTermination(seconds + 60, TimeUnit.SECONDS);
     // Let the last beats of the window come back.
     Thread.sleep(Math.max(0, (window.get(1) - System.nanoTime()) / 1_000_000) + 5000);
     sampler.shutdownNow();
+    scraper.shutdownNow();
     Map<String, Double> metrics = serviceMetrics(service);
     long committed = commits() - commitsAtStart;
     // A simulated instance whose lease ran out keeps beating and is answered 410 at every beat:
@@ -525,7 +559,9 @@ class LoadBenchmarkIT {
             + " by second of the 5 s deploy slot they were due in: %s%n"
             + "  idle looks  %6d (%.0f/s)  p50 %d ms  p99 %d ms  (%s; answers %s)%n"
             + "  service RSS %d MiB at most in the window; %d MiB at its peak since it started"
-            + " (VmHWM: registration, warm-up and compilers included)%n"
+            + " (VmHWM: registration, warm-up and compilers included); at most by minute of the"
+            + " window: %s MiB%n"
+            + "  scrapes     %s%n"
             + "  load average %s%n%n",
         instanceCount,
         fleetNamespace,
@@ -618,6 +654,17 @@ class LoadBenchmarkIT {
         new java.util.TreeMap<>(idleAnswers),
         rss,
         peakSinceStart,
+        new java.util.TreeMap<>(rssByMinute).values(),
+        scrapeSeconds > 0
+            ? String.format(
+                "%d of /q/metrics every %d s from before registration (p50 %d ms, max %d ms,"
+                    + " %d failed)",
+                scrapeMs.size(),
+                scrapeSeconds,
+                percentile(scrapeMs, 0.50),
+                percentile(scrapeMs, 1.0),
+                scrapeErrors.get())
+            : "off: -Dbench.scrape-seconds",
         loadAverage());
   }
 

@@ -55,6 +55,8 @@ class SoakBenchmarkIT {
   long lastSweepSeen = 0;
   final AtomicLong errors = new AtomicLong();
   final AtomicLong maxStrandedSeen = new AtomicLong();
+  // The service's most resident memory in the current simulated week (sampled every second).
+  final AtomicLong weekRssMiB = new AtomicLong();
 
   @Test
   void weeksOfOperationKeepTablesAndSweepsFlat() throws Exception {
@@ -77,7 +79,7 @@ class SoakBenchmarkIT {
       settings.put("rollcall.rate-limit.claims-per-second", "0");
       settings.put("rollcall.rate-limit.heartbeats-per-second", "0");
       try (ServiceProcess service = ServiceProcess.start("soak", db, settings)) {
-        run(new Api(service.base()));
+        run(service, new Api(service.base()));
       }
     }
   }
@@ -124,16 +126,23 @@ class SoakBenchmarkIT {
     }
   }
 
-  void run(Api api) throws Exception {
+  void run(ServiceProcess service, Api api) throws Exception {
+    // Metrics are scraped every 15 s, as a Prometheus server would, so that what a scrape leaves
+    // behind counts in the service's memory.
+    Api management = new Api(service.managementBase());
     ExecutorService pool = Executors.newCachedThreadPool();
     List<Replica> live = new CopyOnWriteArrayList<>();
     AtomicBoolean sampling = new AtomicBoolean(true);
     pool.submit(
         () -> {
-          while (sampling.get()) {
+          for (long tick = 1; sampling.get(); tick++) {
             try {
+              weekRssMiB.accumulateAndGet(service.residentMiB(), Math::max);
               maxStrandedSeen.accumulateAndGet(strandedTooLong(), Math::max);
               collectSweeps();
+              if (tick % 15 == 0) {
+                management.send("GET", "q/metrics", null, null).expect(200);
+              }
             } catch (RuntimeException e) {
               errors.incrementAndGet();
             }
@@ -147,6 +156,7 @@ class SoakBenchmarkIT {
       long weekStart = System.currentTimeMillis();
       claimMs.clear();
       sweepMs.clear();
+      weekRssMiB.set(service.residentMiB());
       for (int day = 1; day <= 7; day++) {
         long dayStart = System.currentTimeMillis();
         deploy++;
@@ -178,7 +188,7 @@ class SoakBenchmarkIT {
         }
         sleep(dayMs - (System.currentTimeMillis() - dayStart));
       }
-      rows.add(weekRow(week, weekStart));
+      rows.add(weekRow(week, weekStart) + " " + weekRssMiB.get() + " |");
       System.out.println("[soak] " + rows.get(rows.size() - 1));
     }
     sampling.set(false);
@@ -201,14 +211,18 @@ class SoakBenchmarkIT {
     System.out.println(
         "| week | "
             + String.join(" | ", TABLES)
-            + " | rollcall schema MB | sweeps | sweep pass p50 / max ms | claim p50 / p99 ms |");
-    System.out.println("|" + "---|".repeat(TABLES.size() + 5));
+            + " | rollcall schema MB | sweeps | sweep pass p50 / max ms | claim p50 / p99 ms"
+            + " | service RSS MiB, most in the week |");
+    System.out.println("|" + "---|".repeat(TABLES.size() + 6));
     rows.forEach(System.out::println);
     System.out.println(
         "epochs seen open longer than the grace (no live instance): max "
             + maxStrandedSeen.get()
             + "; request errors: "
-            + errors.get());
+            + errors.get()
+            + "; service RSS at its peak since it started (VmHWM) "
+            + service.peakResidentMiB()
+            + " MiB");
   }
 
   /** One rollout's only instance takes a batch of its boot pass and dies. */
