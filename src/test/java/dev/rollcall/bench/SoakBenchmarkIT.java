@@ -127,9 +127,6 @@ class SoakBenchmarkIT {
   }
 
   void run(ServiceProcess service, Api api) throws Exception {
-    // Metrics are scraped every 15 s, as a Prometheus server would, so that what a scrape leaves
-    // behind counts in the service's memory.
-    Api management = new Api(service.managementBase());
     ExecutorService pool = Executors.newCachedThreadPool();
     List<Replica> live = new CopyOnWriteArrayList<>();
     AtomicBoolean sampling = new AtomicBoolean(true);
@@ -140,8 +137,10 @@ class SoakBenchmarkIT {
               weekRssMiB.accumulateAndGet(service.residentMiB(), Math::max);
               maxStrandedSeen.accumulateAndGet(strandedTooLong(), Math::max);
               collectSweeps();
+              // The metrics are scraped every 15 s, as a Prometheus server would, so that what a
+              // scrape leaves behind counts in the service's memory.
               if (tick % 15 == 0) {
-                management.send("GET", "q/metrics", null, null).expect(200);
+                service.scrape();
               }
             } catch (RuntimeException e) {
               errors.incrementAndGet();

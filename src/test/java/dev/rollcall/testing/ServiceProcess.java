@@ -165,6 +165,11 @@ public final class ServiceProcess implements AutoCloseable {
     return URI.create("http://localhost:" + managementPort + "/");
   }
 
+  /** The Prometheus metrics as a scrape reads them ({@code GET /q/metrics}, answered 200). */
+  public String scrape() {
+    return new Api(managementBase()).send("GET", "q/metrics", null, null).expect(200).raw();
+  }
+
   /**
    * Every sample of the Prometheus metrics whose name starts with {@code prefix}, summed over
    * series that differ only in the labels not named in {@code keepLabels}: key {@code
@@ -172,7 +177,7 @@ public final class ServiceProcess implements AutoCloseable {
    */
   public Map<String, Double> metrics(String prefix, List<String> keepLabels) {
     Map<String, Double> out = new java.util.TreeMap<>();
-    String text = new Api(managementBase()).send("GET", "q/metrics", null, null).expect(200).raw();
+    String text = scrape();
     for (String line : text.split("\n")) {
       if (!line.startsWith(prefix)) {
         continue;
