@@ -318,6 +318,8 @@ class RecoveryBenchmarkIT {
         "| scenario | one service replica | two service replicas | two − one, each pair"
             + " | pairs where two were no slower | median two − one | medians, × floor |");
     out.add("|---|---|---|---|---|---|---|");
+    // Every pair's two − one, over all scenarios: the target "two service replicas no slower".
+    List<Double> allPairs = new ArrayList<>();
     for (int n : replicaCounts) {
       for (boolean withEngine : new boolean[] {true, false}) {
         List<Long> one = new ArrayList<>();
@@ -336,6 +338,7 @@ class RecoveryBenchmarkIT {
         List<Long> diff = new ArrayList<>();
         for (int k = 0; k < one.size(); k++) {
           diff.add(two.get(k) - one.get(k));
+          allPairs.add((two.get(k) - one.get(k)) / 1000.0);
         }
         out.add(
             String.format(
@@ -353,6 +356,58 @@ class RecoveryBenchmarkIT {
       }
     }
     out.add("");
+    if (!allPairs.isEmpty()) {
+      out.add(
+          "Two service replicas − one, every pair of every scenario above (s): "
+              + PairedDifferences.of(allPairs).describe()
+              + ".");
+    }
+    out.addAll(largestAgainstOne(results));
+    out.add("");
+    return out;
+  }
+
+  /**
+   * The target "wall at the largest N ≤ wall at N = 1": for each repetition, kind and number of
+   * service replicas, the largest N's wall minus N = 1's, and their mean with its 95 % interval.
+   * Those two scenarios did not run one right after the other, so machine drift between them is in
+   * these differences.
+   */
+  private List<String> largestAgainstOne(Map<String, Result> results) {
+    int largest = replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(1);
+    if (largest == 1 || !replicaCounts.contains(1)) {
+      return List.of();
+    }
+    List<String> out = new ArrayList<>();
+    List<Double> all = new ArrayList<>();
+    for (boolean withEngine : new boolean[] {true, false}) {
+      List<Double> diffs = new ArrayList<>();
+      for (int services = 1; services <= 2; services++) {
+        for (int k = 1; k <= repeat; k++) {
+          Result big = results.get(key(largest, services, withEngine, k));
+          Result single = results.get(key(1, services, withEngine, k));
+          if (big != null && single != null) {
+            diffs.add((big.wallMillis - single.wallMillis) / 1000.0);
+          }
+        }
+      }
+      if (diffs.isEmpty()) {
+        continue;
+      }
+      all.addAll(diffs);
+      out.add(
+          String.format(
+              "N=%d − N=1, %s, each pair %s (s): %s.",
+              largest,
+              withEngine ? "world" : "client alone",
+              diffs.stream().map(d -> String.format("%+.2f", d)).toList(),
+              PairedDifferences.of(diffs).describe()));
+    }
+    if (!all.isEmpty()) {
+      out.add(
+          String.format(
+              "N=%d − N=1, every pair (s): %s.", largest, PairedDifferences.of(all).describe()));
+    }
     return out;
   }
 
