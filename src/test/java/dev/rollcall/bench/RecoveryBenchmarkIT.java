@@ -338,8 +338,8 @@ class RecoveryBenchmarkIT {
         List<Long> diff = new ArrayList<>();
         for (int k = 0; k < one.size(); k++) {
           diff.add(two.get(k) - one.get(k));
-          allPairs.add((two.get(k) - one.get(k)) / 1000.0);
         }
+        diff.forEach(d -> allPairs.add(d / 1000.0));
         out.add(
             String.format(
                 "| N=%d%s | %s | %s | %s | %d of %d | %+.2f s | %.2f / %.2f |",
