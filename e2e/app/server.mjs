@@ -86,6 +86,21 @@ if (typeof runtime.createWorldFromModule === 'function') {
 }
 const recovery = process.env.E2E_RECOVERY ?? 'engine';
 
+// Every message this process's runtime sends, journaled once the queue took it. A delivery that
+// hands its run on (the runtime re-schedules a replay that ran past its time) sends its
+// successor's message as its last act, and a peer may start that message a few milliseconds
+// before this delivery has returned: the suite tells such a hand-off from two replays at once.
+// Rollcall's re-drives are added to the queue by its client directly and are not journaled here.
+const sendMessage = world.queue.bind(world);
+world.queue = async (queueName, message, opts) => {
+  const sent = await sendMessage(queueName, message, opts);
+  journal('queued', {
+    runId: message?.runId ?? message?.workflowRunId,
+    messageId: sent?.messageId,
+  });
+  return sent;
+};
+
 /** Reads a web Request from a Node request. */
 function toRequest(req) {
   const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : Readable.toWeb(req);

@@ -1,0 +1,91 @@
+package dev.rollcall.e2e;
+
+import dev.rollcall.e2e.EndToEndIT.Journal;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/** The flow deliveries of the replicas' journals, and the runs two replicas replayed at once. */
+final class Deliveries {
+
+  private Deliveries() {}
+
+  /** One flow delivery of a run's message in one replica, from its start to its end. */
+  record Span(String replica, String messageId, long from, long to) {
+
+    boolean overlaps(Span other) {
+      return from < other.to && other.from < to;
+    }
+
+    /**
+     * This delivery sent {@code later}'s message itself (a {@code queued} line of its replica
+     * between its start and its end): it handed its run on.
+     */
+    boolean handedTo(Span later, Map<String, Journal> queued) {
+      Journal q = queued.get(later.messageId());
+      return q != null && q.replica().equals(replica) && q.t() >= from && q.t() <= to;
+    }
+  }
+
+  /**
+   * Runs among {@code runs} whose flow deliveries overlapped in time in two different replicas. A
+   * delivery still open ends when its replica ended ({@code endedAt}, or its {@code exit} line,
+   * whichever came first), else {@code now}. Two deliveries overlap harmlessly when one sent the
+   * other's message: the runtime hands a run on by sending its successor's message as its last act,
+   * and a peer may start it a few milliseconds before the sender has returned.
+   */
+  static List<String> replayedAtOnce(
+      List<Journal> journal, Collection<String> runs, Map<String, Long> endedAt, long now) {
+    // A process that logged its exit ran no code after that line, whenever the OS reaped it.
+    Map<String, Long> ended = new HashMap<>(endedAt);
+    for (Journal j : journal) {
+      if (j.event().equals("exit")) {
+        ended.merge(j.replica(), j.t(), Math::min);
+      }
+    }
+    Map<String, List<Span>> byRun = new HashMap<>();
+    Map<String, Long> opened = new HashMap<>();
+    // Messages the runtime sent, by message id, with the replica that sent them (server.mjs).
+    Map<String, Journal> queued = new HashMap<>();
+    for (Journal j : journal) {
+      if (!runs.contains(j.runId())) {
+        continue;
+      }
+      String messageId = j.e().path("messageId").asText();
+      String key = j.replica() + " " + j.runId() + " " + messageId;
+      if (j.event().equals("flow-start")) {
+        opened.put(key, j.t());
+      } else if (j.event().equals("flow-end") && opened.containsKey(key)) {
+        byRun
+            .computeIfAbsent(j.runId(), r -> new ArrayList<>())
+            .add(new Span(j.replica(), messageId, opened.remove(key), j.t()));
+      } else if (j.event().equals("queued")) {
+        queued.put(messageId, j);
+      }
+    }
+    opened.forEach(
+        (key, from) -> {
+          String[] k = key.split(" ");
+          long to = ended.getOrDefault(k[0], now);
+          byRun.computeIfAbsent(k[1], r -> new ArrayList<>()).add(new Span(k[0], k[2], from, to));
+        });
+    List<String> out = new ArrayList<>();
+    byRun.forEach(
+        (runId, spans) -> {
+          for (Span a : spans) {
+            for (Span b : spans) {
+              if (!a.replica().equals(b.replica())
+                  && a.overlaps(b)
+                  && !a.handedTo(b, queued)
+                  && !b.handedTo(a, queued)) {
+                out.add(runId);
+                return;
+              }
+            }
+          }
+        });
+    return out.stream().sorted().toList();
+  }
+}

@@ -1,0 +1,103 @@
+package dev.rollcall.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.rollcall.e2e.EndToEndIT.Journal;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class DeliveriesTest {
+
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private static Journal line(String replica, String event, String messageId, long t) {
+    ObjectNode e = JSON.createObjectNode();
+    e.put("event", event).put("runId", "run").put("messageId", messageId).put("t", t);
+    return new Journal(replica, e);
+  }
+
+  private static List<String> replayedAtOnce(Journal... lines) {
+    return Deliveries.replayedAtOnce(List.of(lines), List.of("run"), Map.of(), 10_000);
+  }
+
+  @Test
+  void deliveriesOneAfterTheOtherAreNoDoubleReplay() {
+    assertEquals(
+        List.of(),
+        replayedAtOnce(
+            line("a", "flow-start", "m1", 100),
+            line("a", "flow-end", "m1", 200),
+            line("b", "flow-start", "m2", 200),
+            line("b", "flow-end", "m2", 300)));
+  }
+
+  @Test
+  void overlappingDeliveriesOnTwoReplicasAreADoubleReplay() {
+    assertEquals(
+        List.of("run"),
+        replayedAtOnce(
+            line("a", "flow-start", "m1", 100),
+            line("b", "flow-start", "m2", 150),
+            line("a", "flow-end", "m1", 200),
+            line("b", "flow-end", "m2", 300)));
+  }
+
+  @Test
+  void aDeliveryThatSentItsSuccessorsMessageHandedItsRunOn() {
+    // The runtime re-schedules a replay: it sends m2 at 198, a peer starts it at 199, and the
+    // sender's delivery returns at 201.
+    assertEquals(
+        List.of(),
+        replayedAtOnce(
+            line("a", "flow-start", "m1", 100),
+            line("a", "queued", "m2", 198),
+            line("b", "flow-start", "m2", 199),
+            line("a", "flow-end", "m1", 201),
+            line("b", "flow-end", "m2", 300)));
+  }
+
+  @Test
+  void aMessageSentByAnotherReplicaOrOutsideTheDeliveryExcusesNothing() {
+    assertEquals(
+        List.of("run"),
+        replayedAtOnce(
+            line("a", "flow-start", "m1", 100),
+            line("c", "queued", "m2", 150),
+            line("b", "flow-start", "m2", 160),
+            line("a", "flow-end", "m1", 201),
+            line("b", "flow-end", "m2", 300)));
+    assertEquals(
+        List.of("run"),
+        replayedAtOnce(
+            line("a", "queued", "m2", 90),
+            line("a", "flow-start", "m1", 100),
+            line("b", "flow-start", "m2", 160),
+            line("a", "flow-end", "m1", 201),
+            line("b", "flow-end", "m2", 300)));
+  }
+
+  @Test
+  void anOpenDeliveryEndsWithItsReplica() {
+    // a was killed at 150 (its delivery never logged an end); b starts the message at 160.
+    assertEquals(
+        List.of(),
+        Deliveries.replayedAtOnce(
+            List.of(
+                line("a", "flow-start", "m1", 100),
+                line("b", "flow-start", "m1", 160),
+                line("b", "flow-end", "m1", 300)),
+            List.of("run"),
+            Map.of("a", 150L),
+            10_000));
+    // Without its end, it is open until now and overlaps.
+    assertEquals(
+        List.of("run"),
+        replayedAtOnce(
+            line("a", "flow-start", "m1", 100),
+            line("b", "flow-start", "m1", 160),
+            line("b", "flow-end", "m1", 300)));
+  }
+}
