@@ -10,6 +10,7 @@ import dev.rollcall.testing.TestDatabase;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -62,7 +63,8 @@ class RecoveryBenchmarkIT {
 
   /**
    * {@code -Dbench.repeat=K}: each Rollcall scenario K times, as pairs of one and two service
-   * replicas (every other pair two first), and a table of the pairs' differences and medians.
+   * replicas (every other pair two first), and a table of the pairs' differences and medians. Each
+   * repetition runs every size in turn, so that sizes compared are measured close together.
    */
   private final int repeat = Math.max(1, Integer.getInteger("bench.repeat", 1));
 
@@ -188,11 +190,21 @@ class RecoveryBenchmarkIT {
       if (scenarios.contains("engine")) {
         results.put("engine N=" + n, engine(n));
       }
+    }
+    // Repetition by repetition, every size in turn (the sizes in reverse every other time), and
+    // within a size the pair of one and two service replicas: the scenarios that the summaries
+    // compare (two − one, the largest N − N = 1) run minutes apart at most, so a machine that
+    // drifts over the run weighs on both sides of each difference alike.
+    for (int k = 0; k < repeat; k++) {
       for (boolean withEngine : new boolean[] {true, false}) {
         if (!scenarios.contains(withEngine ? "rollcall" : "client-alone")) {
           continue;
         }
-        for (int k = 0; k < repeat; k++) {
+        List<Integer> ns = new ArrayList<>(replicaCounts);
+        if (k % 2 == 1) {
+          Collections.reverse(ns);
+        }
+        for (int n : ns) {
           // Every other pair runs two service replicas first: a machine that drifts during a
           // pair then favours each side as often.
           for (int services : k % 2 == 0 ? new int[] {1, 2} : new int[] {2, 1}) {
