@@ -61,7 +61,7 @@ final class Deliveries {
         byRun
             .computeIfAbsent(j.runId(), r -> new ArrayList<>())
             .add(new Span(j.replica(), messageId, opened.remove(key), j.t()));
-      } else if (j.event().equals("queued")) {
+      } else if (j.event().equals("queued") && !messageId.isEmpty()) {
         queued.put(messageId, j);
       }
     }

@@ -80,6 +80,18 @@ class DeliveriesTest {
   }
 
   @Test
+  void aMessageSentWithoutAnIdExcusesNoDeliveryWithoutOne() {
+    assertEquals(
+        List.of("run"),
+        replayedAtOnce(
+            line("a", "flow-start", "", 100),
+            line("a", "queued", "", 150),
+            line("b", "flow-start", "", 160),
+            line("a", "flow-end", "", 201),
+            line("b", "flow-end", "", 300)));
+  }
+
+  @Test
   void anOpenDeliveryEndsWithItsReplica() {
     // a was killed at 150 (its delivery never logged an end); b starts the message at 160.
     assertEquals(
