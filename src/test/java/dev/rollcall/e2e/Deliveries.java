@@ -30,6 +30,22 @@ final class Deliveries {
   }
 
   /**
+   * The messages the replicas' runtimes sent (the {@code queued} lines server.mjs writes), by
+   * message id, each with the line that names its replica and time. Recovery's jobs are not among
+   * them: Rollcall's client and the engine's boot re-enqueue add theirs to the queue directly.
+   */
+  static Map<String, Journal> sentByRuntime(List<Journal> journal) {
+    Map<String, Journal> out = new HashMap<>();
+    for (Journal j : journal) {
+      String messageId = j.e().path("messageId").asText();
+      if (j.event().equals("queued") && !messageId.isEmpty()) {
+        out.put(messageId, j);
+      }
+    }
+    return out;
+  }
+
+  /**
    * Runs among {@code runs} whose flow deliveries overlapped in time in two different replicas. A
    * delivery still open ends when its replica ended ({@code endedAt}, or its {@code exit} line,
    * whichever came first), else {@code now}. Two deliveries overlap harmlessly when one sent the
@@ -47,8 +63,7 @@ final class Deliveries {
     }
     Map<String, List<Span>> byRun = new HashMap<>();
     Map<String, Long> opened = new HashMap<>();
-    // Messages the runtime sent, by message id, with the replica that sent them (server.mjs).
-    Map<String, Journal> queued = new HashMap<>();
+    Map<String, Journal> queued = sentByRuntime(journal);
     for (Journal j : journal) {
       if (!runs.contains(j.runId())) {
         continue;
@@ -61,8 +76,6 @@ final class Deliveries {
         byRun
             .computeIfAbsent(j.runId(), r -> new ArrayList<>())
             .add(new Span(j.replica(), messageId, opened.remove(key), j.t()));
-      } else if (j.event().equals("queued") && !messageId.isEmpty()) {
-        queued.put(messageId, j);
       }
     }
     opened.forEach(

@@ -11,7 +11,6 @@ import dev.rollcall.testing.TestDatabase;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -823,12 +822,7 @@ class EndToEndIT {
       // Messages the runtime itself sent (server.mjs journals them): a run that parks on a sleep
       // sends its own wake-up message, and once its sleep is over it goes on by itself. Recovery
       // (Rollcall's client, or the engine's boot re-enqueue) adds its jobs to the queue directly.
-      Set<String> sentByRuntime = new HashSet<>();
-      for (Journal j : cluster.journal()) {
-        if (j.event().equals("queued") && !j.e().path("messageId").asText().isEmpty()) {
-          sentByRuntime.add(j.e().path("messageId").asText());
-        }
-      }
+      Set<String> sentByRuntime = Deliveries.sentByRuntime(cluster.journal()).keySet();
       // A new job counts only if it was added while the run was still parked (before its sleep
       // was over; a hook's run until the suite resumes its hook, after this).
       List<String> parkedHit = new ArrayList<>();
