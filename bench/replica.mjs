@@ -4,7 +4,10 @@
 //   mode         "engine": @workflow/world-postgres' own boot recovery, as the published package
 //                does it (`reenqueueActiveRuns` after the queue started);
 //                "rollcall": the engine's queue started WITHOUT that recovery, and the Rollcall
-//                client taking part in the deploy's shared recovery with its graphile enqueuer
+//                client taking part in the deploy's shared recovery with its graphile enqueuer;
+//                "bystander": started as a "rollcall" replica is (its world too, unless
+//                withoutEngine), but taking no part in recovery: after "go" it only waits for
+//                "leave", then closes and exits as a replica does
 //   dbUrl        the engine's database
 //   url, namespace, secret, deploymentId, name, maxRuns     (rollcall mode)
 //   waitForGo    print "ready", then wait for a line "go" on stdin before recovering (timing)
@@ -83,6 +86,13 @@ if (config.mode === 'engine') {
   out('result', { elapsedMs: performance.now() - started, cpuMs: cpuMs() });
   // The engine leaves a handle open after close() (its executor wait loop); do not wait for it.
   await world.close().catch(() => {});
+  process.exit(0);
+}
+
+if (config.mode === 'bystander') {
+  await commanded('leave');
+  out('result', { elapsedMs: performance.now() - started, cpuMs: cpuMs() });
+  await world?.close().catch(() => {});
   process.exit(0);
 }
 

@@ -30,6 +30,9 @@ import org.junit.jupiter.api.Test;
  * connected) and are told "go" together; wall time runs from "go" until the last replica is done.
  * Between scenarios the jobs they added are deleted, so each starts from the same seed. Rows read
  * come from PostgreSQL's table statistics (every backend has flushed them 11 s after the scenario).
+ * Before each pair of Rollcall scenarios (one and two service replicas, one size and kind) the
+ * floor is timed again, the median of three, and that pair's ratios are to it: the machine's speed
+ * drifts over a run by up to twofold.
  *
  * <p>{@code bench/run recovery} runs it; {@code -Dbench.runs=10000,100000}, {@code
  * -Dbench.replicas=1,4,16}, {@code -Dbench.engine-cap=300} (seconds after which an engine scenario
@@ -40,7 +43,8 @@ import org.junit.jupiter.api.Test;
  * replicas leave only once all of them learnt "done"), {@code -Dbench.statements=15} (after each
  * Rollcall scenario, the statements PostgreSQL spent most time on: {@link StatementProfile}),
  * {@code -Dbench.perf=DIR} (a system-wide CPU profile of each measured scenario, with what names
- * each PostgreSQL backend's client: {@link SystemProfile}).
+ * each PostgreSQL backend's client: {@link SystemProfile}), {@code -Dbench.equal-processes=true}
+ * (every scenario with as many application processes as the largest N: {@link #equalProcesses}).
  */
 @Tag("benchmark")
 class RecoveryBenchmarkIT {
@@ -77,6 +81,20 @@ class RecoveryBenchmarkIT {
    * leaving and exiting at once.
    */
   private final boolean stay = Boolean.getBoolean("bench.stay");
+
+  /**
+   * {@code -Dbench.equal-processes=true}: every Rollcall scenario runs as many application
+   * processes as the largest N. Those beyond its N are bystanders: they start as its replicas do
+   * (with the engine's world in the scenarios with it), take no part in recovery, and leave once
+   * every replica knows the pass is done; their exit is in the wall time. The largest N against N =
+   * 1 then compares Rollcall's work at N against the same number of processes merely running.
+   * {@code both}: each smaller size's pair runs twice in every repetition, without and then with
+   * the bystanders, and a summary splits the largest N − N = 1 into what the processes cost by
+   * running and what Rollcall's work at N adds.
+   */
+  private final String equalProcesses = System.getProperty("bench.equal-processes", "false");
+
+  private static final String BYSTANDER = "bench-bystander-";
 
   /**
    * {@code -Dbench.settle=false}: the next scenario starts right after a scenario's cleanup,
@@ -184,7 +202,8 @@ class RecoveryBenchmarkIT {
     results.put("floor", floor);
     // The same statement with each job keyed by its message id, as the engine keys its own jobs
     // and as Rollcall's client does: what the key alone costs graphile-worker's add_jobs. A
-    // reference row; ratios stay to the floor above.
+    // reference row. Ratios are to the floor timed just before each Rollcall pair (below); the
+    // engine's, to the floor above.
     results.put("floor, jobs keyed as the engine keys them", medianFloor("floor, keyed", true));
     for (int n : replicaCounts) {
       if (scenarios.contains("engine")) {
@@ -205,10 +224,34 @@ class RecoveryBenchmarkIT {
           Collections.reverse(ns);
         }
         for (int n : ns) {
+          // The floor again, just before the pair: the machine's speed drifts by up to twofold
+          // over a run (the CPU probe's column), so a pair's ratios are to the floor of its own
+          // moment, not to the one timed before every scenario.
+          Result pairFloor =
+              medianFloor(
+                  String.format(
+                      "floor before N=%d%s%s",
+                      n, withEngine ? "" : ", client alone", repeat == 1 ? "" : " #" + (k + 1)),
+                  false);
           // Every other pair runs two service replicas first: a machine that drifts during a
           // pair then favours each side as often.
           for (int services : k % 2 == 0 ? new int[] {1, 2} : new int[] {2, 1}) {
-            results.put(key(n, services, withEngine, k + 1), rollcall(n, services, withEngine));
+            Result r = rollcall(n, services, withEngine);
+            r.floorMillis = pairFloor.wallMillis;
+            results.put(key(n, services, withEngine, k + 1), r);
+          }
+          if (equalProcesses.equals("both") && n < largestN()) {
+            Result bystandersFloor =
+                medianFloor(
+                    String.format(
+                        "floor before N=%d + bystanders%s #%d",
+                        n, withEngine ? "" : ", client alone", k + 1),
+                    false);
+            for (int services : k % 2 == 0 ? new int[] {1, 2} : new int[] {2, 1}) {
+              Result r = rollcall(n, services, withEngine, true);
+              r.floorMillis = bystandersFloor.wallMillis;
+              results.put(withBystanders(key(n, services, withEngine, k + 1)), r);
+            }
           }
         }
       }
@@ -219,13 +262,22 @@ class RecoveryBenchmarkIT {
         String.format(
             "Boot recovery of %,d active runs (%s) + %,d terminal; %,d need a re-drive:",
             runs, describe(seeded), 3L * runs, needing));
+    if (equalProcesses.equals("true")) {
+      out.add(
+          String.format(
+              "Every Rollcall scenario ran %d application processes: N replicas and %d − N"
+                  + " bystanders that take no part in recovery (-Dbench.equal-processes).",
+              replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(1),
+              replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(1)));
+    }
     out.add("");
     out.add(
         "| scenario | wall time | last knew it was done | last jobs in | jobs added | jobs per active run | jobs per run needing one"
             + " | distinct runs | needing runs missed | jobs for runs not needing one"
             + " | runs rows read per active run | coordinator CPU | coordinator RSS"
-            + " | × floor | × floor, to the last done | × engine | CPU probe just before |");
-    out.add("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+            + " | floor just before | × floor | × floor, to the last done | × engine"
+            + " | CPU probe just before |");
+    out.add("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (Map.Entry<String, Result> e : results.entrySet()) {
       Result r = e.getValue();
       String key = e.getKey();
@@ -235,8 +287,8 @@ class RecoveryBenchmarkIT {
               : null;
       out.add(
           String.format(
-              "| %s | %s | %s | %s | %,d | %.2f | %.2f | %,d | %,d | %,d | %.2f | %s | %s | %.2f | %s"
-                  + " | %s | %s |",
+              "| %s | %s | %s | %s | %,d | %.2f | %.2f | %,d | %,d | %,d | %.2f | %s | %s | %.2f s"
+                  + " | %.2f | %s | %s | %s |",
               key,
               r.wall(),
               r.doneMillis < 0 ? "–" : String.format("%.2f s", r.doneMillis / 1000.0),
@@ -250,10 +302,11 @@ class RecoveryBenchmarkIT {
               (double) r.rowsRead / runs,
               r.cpuMillis < 0 ? "–" : String.format("%.1f s", r.cpuMillis / 1000.0),
               r.rssMiB < 0 ? "–" : r.rssMiB + " MiB",
-              r.wallMillis / (double) floor.wallMillis,
+              r.floor(floor) / 1000.0,
+              r.wallMillis / (double) r.floor(floor),
               r.doneMillis < 0
                   ? "–"
-                  : String.format("%.2f", r.doneMillis / (double) floor.wallMillis),
+                  : String.format("%.2f", r.doneMillis / (double) r.floor(floor)),
               engine == null
                   ? "–"
                   : String.format(
@@ -261,6 +314,7 @@ class RecoveryBenchmarkIT {
               r.probeMillis < 0 ? "–" : r.probeMillis + " ms"));
     }
     out.add("");
+    out.addAll(withinTarget(results, floor));
     out.add("Runs re-driven by seeded state (distinct runs given a job / seeded):");
     out.add("");
     out.add("| scenario | " + String.join(" | ", seeded.keySet()) + " |");
@@ -315,6 +369,61 @@ class RecoveryBenchmarkIT {
   }
 
   /**
+   * The target "≤ 2.5 × the floor", counted per size over every Rollcall scenario, each against the
+   * floor timed just before its pair: by the wall time and by the last replica's "done".
+   */
+  private List<String> withinTarget(Map<String, Result> results, Result first) {
+    List<String> out = new ArrayList<>();
+    for (int n : replicaCounts) {
+      for (boolean withEngine : new boolean[] {true, false}) {
+        List<Double> byWall = new ArrayList<>();
+        List<Double> byDone = new ArrayList<>();
+        for (int k = 1; k <= repeat; k++) {
+          for (int services = 1; services <= 2; services++) {
+            Result r = results.get(key(n, services, withEngine, k));
+            if (r == null) {
+              continue;
+            }
+            byWall.add(r.wallMillis / (double) r.floor(first));
+            if (r.doneMillis >= 0) {
+              byDone.add(r.doneMillis / (double) r.floor(first));
+            }
+          }
+        }
+        if (byWall.isEmpty()) {
+          continue;
+        }
+        out.add(
+            String.format(
+                "N=%d%s: ≤ 2.5 × the floor just before, %d of %d by the wall time (%s),"
+                    + " %d of %d by the last done (%s).",
+                n,
+                withEngine ? ", world" : ", client alone",
+                byWall.stream().filter(x -> x <= 2.5).count(),
+                byWall.size(),
+                range(byWall),
+                byDone.stream().filter(x -> x <= 2.5).count(),
+                byDone.size(),
+                range(byDone)));
+      }
+    }
+    if (!out.isEmpty()) {
+      out.add("");
+    }
+    return out;
+  }
+
+  /** "1.52–2.31 ×" of ratios; "–" of none. */
+  private static String range(List<Double> ratios) {
+    if (ratios.isEmpty()) {
+      return "–";
+    }
+    double lo = ratios.stream().mapToDouble(Double::doubleValue).min().orElseThrow();
+    double hi = ratios.stream().mapToDouble(Double::doubleValue).max().orElseThrow();
+    return String.format("%.2f–%.2f ×", lo, hi);
+  }
+
+  /**
    * With {@code -Dbench.repeat=K}: each pair of scenarios (one and two service replicas, same N and
    * kind) side by side, the difference of each pair, and each scenario's median against the floor.
    */
@@ -328,7 +437,8 @@ class RecoveryBenchmarkIT {
     out.add("");
     out.add(
         "| scenario | one service replica | two service replicas | two − one, each pair"
-            + " | pairs where two were no slower | median two − one | medians, × floor |");
+            + " | pairs where two were no slower | median two − one"
+            + " | medians, × the floor just before |");
     out.add("|---|---|---|---|---|---|---|");
     // Every pair's two − one, over all scenarios: the target "two service replicas no slower".
     List<Double> allPairs = new ArrayList<>();
@@ -336,12 +446,17 @@ class RecoveryBenchmarkIT {
       for (boolean withEngine : new boolean[] {true, false}) {
         List<Long> one = new ArrayList<>();
         List<Long> two = new ArrayList<>();
+        // Each scenario's wall against its own pair's floor, in thousandths (for median()).
+        List<Long> oneRatio = new ArrayList<>();
+        List<Long> twoRatio = new ArrayList<>();
         for (int k = 1; k <= repeat; k++) {
           Result a = results.get(key(n, 1, withEngine, k));
           Result b = results.get(key(n, 2, withEngine, k));
           if (a != null && b != null) {
             one.add(a.wallMillis);
             two.add(b.wallMillis);
+            oneRatio.add(Math.round(1000.0 * a.wallMillis / a.floor(floor)));
+            twoRatio.add(Math.round(1000.0 * b.wallMillis / b.floor(floor)));
           }
         }
         if (one.isEmpty()) {
@@ -363,8 +478,8 @@ class RecoveryBenchmarkIT {
                 diff.stream().filter(d -> d <= 0).count(),
                 diff.size(),
                 median(diff) / 1000.0,
-                median(one) / (double) floor.wallMillis,
-                median(two) / (double) floor.wallMillis));
+                median(oneRatio) / 1000.0,
+                median(twoRatio) / 1000.0));
       }
     }
     out.add("");
@@ -374,7 +489,8 @@ class RecoveryBenchmarkIT {
               + PairedDifferences.of(allPairs).describe()
               + ".");
     }
-    out.addAll(largestAgainstOne(results));
+    out.addAll(largestAgainstOne(results, floor));
+    out.addAll(bystandersSplit(results, floor));
     out.add("");
     return out;
   }
@@ -383,9 +499,10 @@ class RecoveryBenchmarkIT {
    * The target "wall at the largest N ≤ wall at N = 1": for each repetition, kind and number of
    * service replicas, the largest N's wall minus N = 1's, and their mean with its 95 % interval.
    * Those two scenarios did not run one right after the other, so machine drift between them is in
-   * these differences.
+   * these differences; the same differences of the walls as multiples of each pair's own floor
+   * follow, with that drift divided out as far as the floor moves with it.
    */
-  private List<String> largestAgainstOne(Map<String, Result> results) {
+  private List<String> largestAgainstOne(Map<String, Result> results, Result floor) {
     int largest = replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(1);
     if (largest == 1 || !replicaCounts.contains(1)) {
       return List.of();
@@ -394,12 +511,16 @@ class RecoveryBenchmarkIT {
     List<Double> all = new ArrayList<>();
     for (boolean withEngine : new boolean[] {true, false}) {
       List<Double> diffs = new ArrayList<>();
+      List<Double> ratioDiffs = new ArrayList<>();
       for (int services = 1; services <= 2; services++) {
         for (int k = 1; k <= repeat; k++) {
           Result big = results.get(key(largest, services, withEngine, k));
           Result single = results.get(key(1, services, withEngine, k));
           if (big != null && single != null) {
             diffs.add((big.wallMillis - single.wallMillis) / 1000.0);
+            ratioDiffs.add(
+                big.wallMillis / (double) big.floor(floor)
+                    - single.wallMillis / (double) single.floor(floor));
           }
         }
       }
@@ -414,11 +535,90 @@ class RecoveryBenchmarkIT {
               withEngine ? "world" : "client alone",
               diffs.stream().map(d -> String.format("%+.2f", d)).toList(),
               PairedDifferences.of(diffs).describe()));
+      out.add(
+          String.format(
+              "N=%d − N=1, %s, as multiples of each one's floor just before, each pair %s (×): %s.",
+              largest,
+              withEngine ? "world" : "client alone",
+              ratioDiffs.stream().map(d -> String.format("%+.2f", d)).toList(),
+              PairedDifferences.of(ratioDiffs).describe()));
     }
     if (!all.isEmpty()) {
       out.add(
           String.format(
               "N=%d − N=1, every pair (s): %s.", largest, PairedDifferences.of(all).describe()));
+    }
+    return out;
+  }
+
+  private int largestN() {
+    return replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(1);
+  }
+
+  /** The key of the same scenario run with bystanders up to the largest N. */
+  private String withBystanders(String key) {
+    int hash = key.indexOf(" #");
+    String suffix = " + " + (largestN() - 1) + " bystanders";
+    return hash < 0 ? key + suffix : key.substring(0, hash) + suffix + key.substring(hash);
+  }
+
+  /**
+   * With {@code -Dbench.equal-processes=both}: the largest N − N = 1 split in two, paired within
+   * each repetition and number of service replicas: (N = 1 + bystanders) − N = 1, what the other
+   * processes cost by running; largest N − (N = 1 + bystanders), what Rollcall's work at the
+   * largest N adds to as many processes. In seconds and as multiples of each one's floor.
+   */
+  private List<String> bystandersSplit(Map<String, Result> results, Result floor) {
+    if (!equalProcesses.equals("both") || largestN() == 1 || !replicaCounts.contains(1)) {
+      return List.of();
+    }
+    List<String> out = new ArrayList<>();
+    for (boolean withEngine : new boolean[] {true, false}) {
+      List<Double> running = new ArrayList<>();
+      List<Double> runningX = new ArrayList<>();
+      List<Double> work = new ArrayList<>();
+      List<Double> workX = new ArrayList<>();
+      for (int services = 1; services <= 2; services++) {
+        for (int k = 1; k <= repeat; k++) {
+          Result single = results.get(key(1, services, withEngine, k));
+          Result crowd = results.get(withBystanders(key(1, services, withEngine, k)));
+          Result big = results.get(key(largestN(), services, withEngine, k));
+          if (single == null || crowd == null || big == null) {
+            continue;
+          }
+          running.add((crowd.wallMillis - single.wallMillis) / 1000.0);
+          work.add((big.wallMillis - crowd.wallMillis) / 1000.0);
+          runningX.add(
+              crowd.wallMillis / (double) crowd.floor(floor)
+                  - single.wallMillis / (double) single.floor(floor));
+          workX.add(
+              big.wallMillis / (double) big.floor(floor)
+                  - crowd.wallMillis / (double) crowd.floor(floor));
+        }
+      }
+      if (running.isEmpty()) {
+        continue;
+      }
+      String kind = withEngine ? "world" : "client alone";
+      out.add(
+          String.format(
+              "(N=1 + %d bystanders) − N=1, %s, each pair %s (s): %s; as multiples of each one's"
+                  + " floor: %s.",
+              largestN() - 1,
+              kind,
+              running.stream().map(d -> String.format("%+.2f", d)).toList(),
+              PairedDifferences.of(running).describe(),
+              PairedDifferences.of(runningX).describe()));
+      out.add(
+          String.format(
+              "N=%d − (N=1 + %d bystanders), %s, each pair %s (s): %s; as multiples of each one's"
+                  + " floor: %s.",
+              largestN(),
+              largestN() - 1,
+              kind,
+              work.stream().map(d -> String.format("%+.2f", d)).toList(),
+              PairedDifferences.of(work).describe(),
+              PairedDifferences.of(workX).describe()));
     }
     return out;
   }
@@ -515,11 +715,17 @@ class RecoveryBenchmarkIT {
     long rssMiB = -1;
     long autovacuums = -1; // autovacuum's vacuums and analyzes that finished during the scenario
     long probeMillis = -1; // the machine's speed just before ({@link #probe})
+    long floorMillis = -1; // the floor timed just before this scenario's pair; -1: none
     Map<String, long[]> byState;
     Map<String, Double> serviceMetrics = Map.of(); // what the coordinators counted meanwhile
 
     String wall() {
       return (capped ? "> " : "") + String.format("%.2f s", wallMillis / 1000.0);
+    }
+
+    /** The floor this scenario's ratios are to: its pair's own, else the run's first. */
+    long floor(Result first) {
+      return floorMillis > 0 ? floorMillis : first.wallMillis;
     }
   }
 
@@ -599,6 +805,11 @@ class RecoveryBenchmarkIT {
    * connections every 50 ms. Without it the replica runs the client and its enqueuer alone.
    */
   private Result rollcall(int n, int serviceCount, boolean withEngine) throws Exception {
+    return rollcall(n, serviceCount, withEngine, equalProcesses.equals("true"));
+  }
+
+  private Result rollcall(int n, int serviceCount, boolean withEngine, boolean withBystanders)
+      throws Exception {
     String deploymentId = "bench-" + UUID.randomUUID();
     List<NodeReplica> replicas = new ArrayList<>();
     for (int i = 0; i < n; i++) {
@@ -615,6 +826,34 @@ class RecoveryBenchmarkIT {
       config.put("withoutEngine", !withEngine);
       config.put("stayAlive", stay);
       replicas.add(NodeReplica.start("bench-rollcall-" + i, db, config));
+    }
+    List<NodeReplica> bystanders = new ArrayList<>();
+    int largest = replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(n);
+    for (int i = n; withBystanders && !warmingUp && i < largest; i++) {
+      bystanders.add(
+          NodeReplica.start(
+              BYSTANDER + i,
+              db,
+              Map.of("mode", "bystander", "waitForGo", true, "withoutEngine", !withEngine)));
+    }
+    if (!bystanders.isEmpty()) {
+      Thread release =
+          new Thread(
+              () -> {
+                try {
+                  for (NodeReplica replica : replicas) {
+                    replica.await("done", Duration.ofMinutes(10));
+                  }
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                } catch (IllegalStateException ended) {
+                  // A replica that ended without "done" fails the race; the bystanders leave too.
+                }
+                bystanders.forEach(b -> b.send("leave"));
+              },
+              "bench-bystanders-leave");
+      release.setDaemon(true);
+      release.start();
     }
     if (stay) {
       Thread leaver =
@@ -635,13 +874,18 @@ class RecoveryBenchmarkIT {
     }
     String scenario =
         String.format(
-            "rollcall N=%d, %d service replicas%s",
-            n, serviceCount, withEngine ? "" : ", client alone");
+            "rollcall N=%d, %d service replicas%s%s",
+            n,
+            serviceCount,
+            withEngine ? "" : ", client alone",
+            bystanders.isEmpty() ? "" : ", " + bystanders.size() + " bystanders");
     statements.reset();
+    List<NodeReplica> processes = new ArrayList<>(replicas);
+    processes.addAll(bystanders);
     Result r =
         race(
             warmingUp ? null : scenario,
-            replicas,
+            processes,
             Duration.ofMinutes(10),
             services.subList(0, serviceCount));
     statements.print(scenario);
@@ -833,6 +1077,9 @@ class RecoveryBenchmarkIT {
   private static long lastDone(List<NodeReplica> replicas, long goAt) {
     long last = -1;
     for (NodeReplica replica : replicas) {
+      if (replica.name().startsWith(BYSTANDER)) {
+        continue; // it knows nothing of the pass; its "result" is its leave
+      }
       List<JsonNode> done = replica.events("done");
       for (var e : done.isEmpty() ? replica.events("result") : done) {
         last = Math.max(last, e.path("t").asLong() - goAt);
