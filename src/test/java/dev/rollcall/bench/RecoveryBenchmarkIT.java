@@ -267,8 +267,7 @@ class RecoveryBenchmarkIT {
           String.format(
               "Every Rollcall scenario ran %d application processes: N replicas and %d − N"
                   + " bystanders that take no part in recovery (-Dbench.equal-processes).",
-              replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(1),
-              replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(1)));
+              largestN(), largestN()));
     }
     out.add("");
     out.add(
@@ -503,7 +502,7 @@ class RecoveryBenchmarkIT {
    * follow, with that drift divided out as far as the floor moves with it.
    */
   private List<String> largestAgainstOne(Map<String, Result> results, Result floor) {
-    int largest = replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(1);
+    int largest = largestN();
     if (largest == 1 || !replicaCounts.contains(1)) {
       return List.of();
     }
@@ -528,20 +527,16 @@ class RecoveryBenchmarkIT {
         continue;
       }
       all.addAll(diffs);
+      String kind = withEngine ? "world" : "client alone";
+      out.add(pairs(String.format("N=%d − N=1, %s", largest, kind), "s", diffs) + ".");
       out.add(
-          String.format(
-              "N=%d − N=1, %s, each pair %s (s): %s.",
-              largest,
-              withEngine ? "world" : "client alone",
-              diffs.stream().map(d -> String.format("%+.2f", d)).toList(),
-              PairedDifferences.of(diffs).describe()));
-      out.add(
-          String.format(
-              "N=%d − N=1, %s, as multiples of each one's floor just before, each pair %s (×): %s.",
-              largest,
-              withEngine ? "world" : "client alone",
-              ratioDiffs.stream().map(d -> String.format("%+.2f", d)).toList(),
-              PairedDifferences.of(ratioDiffs).describe()));
+          pairs(
+                  String.format(
+                      "N=%d − N=1, %s, as multiples of each one's floor just before",
+                      largest, kind),
+                  "×",
+                  ratioDiffs)
+              + ".");
     }
     if (!all.isEmpty()) {
       out.add(
@@ -549,6 +544,16 @@ class RecoveryBenchmarkIT {
               "N=%d − N=1, every pair (s): %s.", largest, PairedDifferences.of(all).describe()));
     }
     return out;
+  }
+
+  /** "label, each pair [+0.53, −0.11] (unit): n = 2, mean …": paired differences and summary. */
+  private static String pairs(String label, String unit, List<Double> diffs) {
+    return String.format(
+        "%s, each pair %s (%s): %s",
+        label,
+        diffs.stream().map(d -> String.format("%+.2f", d)).toList(),
+        unit,
+        PairedDifferences.of(diffs).describe());
   }
 
   private int largestN() {
@@ -600,25 +605,17 @@ class RecoveryBenchmarkIT {
         continue;
       }
       String kind = withEngine ? "world" : "client alone";
+      String crowd = String.format("N=1 + %d bystanders", largestN() - 1);
       out.add(
-          String.format(
-              "(N=1 + %d bystanders) − N=1, %s, each pair %s (s): %s; as multiples of each one's"
-                  + " floor: %s.",
-              largestN() - 1,
-              kind,
-              running.stream().map(d -> String.format("%+.2f", d)).toList(),
-              PairedDifferences.of(running).describe(),
-              PairedDifferences.of(runningX).describe()));
+          pairs(String.format("(%s) − N=1, %s", crowd, kind), "s", running)
+              + "; as multiples of each one's floor: "
+              + PairedDifferences.of(runningX).describe()
+              + ".");
       out.add(
-          String.format(
-              "N=%d − (N=1 + %d bystanders), %s, each pair %s (s): %s; as multiples of each one's"
-                  + " floor: %s.",
-              largestN(),
-              largestN() - 1,
-              kind,
-              work.stream().map(d -> String.format("%+.2f", d)).toList(),
-              PairedDifferences.of(work).describe(),
-              PairedDifferences.of(workX).describe()));
+          pairs(String.format("N=%d − (%s), %s", largestN(), crowd, kind), "s", work)
+              + "; as multiples of each one's floor: "
+              + PairedDifferences.of(workX).describe()
+              + ".");
     }
     return out;
   }
@@ -828,8 +825,7 @@ class RecoveryBenchmarkIT {
       replicas.add(NodeReplica.start("bench-rollcall-" + i, db, config));
     }
     List<NodeReplica> bystanders = new ArrayList<>();
-    int largest = replicaCounts.stream().mapToInt(Integer::intValue).max().orElse(n);
-    for (int i = n; withBystanders && !warmingUp && i < largest; i++) {
+    for (int i = n; withBystanders && !warmingUp && i < largestN(); i++) {
       bystanders.add(
           NodeReplica.start(
               BYSTANDER + i,
