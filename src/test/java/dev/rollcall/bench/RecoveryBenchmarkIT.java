@@ -546,6 +546,31 @@ class RecoveryBenchmarkIT {
     return out;
   }
 
+  /**
+   * Tells {@code toLeave} to leave once every one of {@code replicas} has reported {@code event},
+   * or once one of them ended without it (the race then fails), so that none waits on.
+   */
+  private static void leaveOnceAll(
+      List<NodeReplica> replicas, String event, List<NodeReplica> toLeave, String threadName) {
+    Thread leaver =
+        new Thread(
+            () -> {
+              try {
+                for (NodeReplica replica : replicas) {
+                  replica.await(event, Duration.ofMinutes(10));
+                }
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+              } catch (IllegalStateException ended) {
+                // reported by the race
+              }
+              toLeave.forEach(replica -> replica.send("leave"));
+            },
+            threadName);
+    leaver.setDaemon(true);
+    leaver.start();
+  }
+
   /** "label, each pair [+0.53, −0.11] (unit): n = 2, mean …": paired differences and summary. */
   private static String pairs(String label, String unit, List<Double> diffs) {
     return String.format(
@@ -833,40 +858,10 @@ class RecoveryBenchmarkIT {
               Map.of("mode", "bystander", "waitForGo", true, "withoutEngine", !withEngine)));
     }
     if (!bystanders.isEmpty()) {
-      Thread release =
-          new Thread(
-              () -> {
-                try {
-                  for (NodeReplica replica : replicas) {
-                    replica.await("done", Duration.ofMinutes(10));
-                  }
-                } catch (InterruptedException e) {
-                  Thread.currentThread().interrupt();
-                } catch (IllegalStateException ended) {
-                  // A replica that ended without "done" fails the race; the bystanders leave too.
-                }
-                bystanders.forEach(b -> b.send("leave"));
-              },
-              "bench-bystanders-leave");
-      release.setDaemon(true);
-      release.start();
+      leaveOnceAll(replicas, "done", bystanders, "bench-bystanders-leave");
     }
     if (stay) {
-      Thread leaver =
-          new Thread(
-              () -> {
-                try {
-                  for (NodeReplica replica : replicas) {
-                    replica.await("recovered", Duration.ofMinutes(10));
-                  }
-                  replicas.forEach(replica -> replica.send("leave"));
-                } catch (InterruptedException e) {
-                  Thread.currentThread().interrupt();
-                }
-              },
-              "bench-leave-when-all-done");
-      leaver.setDaemon(true);
-      leaver.start();
+      leaveOnceAll(replicas, "recovered", replicas, "bench-leave-when-all-done");
     }
     String scenario =
         String.format(
