@@ -52,9 +52,17 @@ final class WorldPostgresTears {
       return Uni.createFrom().item(List.of());
     }
     String[] ids = runIds.toArray(String[]::new);
+    // One mender of a run at a time, until its transaction ends: a takeover and a pass may hold
+    // the same run. Taken in one order (no deadlock between menders), and before the probes, which
+    // then read with a snapshot taken after an earlier mender committed. Without it the second
+    // would wait for the row lock, then still see no event (its snapshot is older) and write one
+    // again: FOR UPDATE re-checks a locked row, not the NOT EXISTS beside it.
     return client
-        .preparedQuery(tornStepsSql())
+        .preparedQuery(
+            "SELECT count(pg_advisory_xact_lock(hashtext('rollcall.mend.' || u.run_id)))"
+                + " FROM (SELECT DISTINCT r AS run_id FROM unnest($1::text[]) AS r ORDER BY 1) u")
         .execute(Tuple.of((Object) ids))
+        .chain(locked -> client.preparedQuery(tornStepsSql()).execute(Tuple.of((Object) ids)))
         .chain(steps -> each(client, steps, this::mendStep))
         .chain(
             mended ->

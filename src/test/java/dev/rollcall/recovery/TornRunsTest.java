@@ -2,27 +2,37 @@ package dev.rollcall.recovery;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.source.EngineEvents;
+import dev.rollcall.source.Mend;
+import dev.rollcall.source.RunSource;
+import dev.rollcall.source.RunSources;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.EngineRuns;
 import dev.rollcall.testing.EngineVersion;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.inject.Inject;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -36,6 +46,8 @@ class TornRunsTest extends ApiTestBase {
 
   @Inject Reaper reaper;
   @Inject MeterRegistry meters;
+  @Inject RunSources sources;
+  @Inject Pool pool;
 
   EngineRuns beta;
   EngineRuns stable;
@@ -153,6 +165,38 @@ class TornRunsTest extends ApiTestBase {
             "SELECT reason FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
             torn));
     api.leave(claimer).expect(204);
+  }
+
+  @Test
+  void twoMendersOfOneRunAtOnceWriteItsMissingEventOnce() throws Exception {
+    String torn = beta.tornStepCompleted();
+    RunSource source = sources.get(SourceTables.ENGINE);
+    CompletableFuture<Void> release = new CompletableFuture<>();
+    CompletableFuture<List<Mend>> first = new CompletableFuture<>();
+    CompletableFuture<List<Mend>> firstMended = new CompletableFuture<>();
+    // The first mender mends and keeps its transaction open until released.
+    pool.withTransaction(
+            conn ->
+                source
+                    .mendTorn(conn, List.of(torn))
+                    .invoke(firstMended::complete)
+                    .call(mends -> Uni.createFrom().completionStage(release)))
+        .subscribe()
+        .with(first::complete, first::completeExceptionally);
+    assertEquals(1, firstMended.get(30, TimeUnit.SECONDS).size());
+    CompletableFuture<List<Mend>> second =
+        pool.withTransaction(conn -> source.mendTorn(conn, List.of(torn)))
+            .subscribeAsCompletionStage();
+    // The second waits for the first (for its lock on the run) while the first is open.
+    Poll.until(
+        "the second mender waiting for a lock the first holds",
+        Duration.ofSeconds(30),
+        () -> Db.number("SELECT count(*) FROM pg_locks WHERE NOT granted") > 0);
+    assertFalse(second.isDone(), "the second mender went on while the first was open");
+    release.complete(null);
+    assertEquals(1, first.get(30, TimeUnit.SECONDS).size());
+    assertEquals(List.of(), second.get(30, TimeUnit.SECONDS));
+    assertEquals(1, events(torn, "step_completed"));
   }
 
   // ---------------------------------------------------------------- helpers
