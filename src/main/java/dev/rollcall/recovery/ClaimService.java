@@ -62,6 +62,7 @@ public class ClaimService {
   private final Batches batches;
   private final Deferrals deferrals;
   private final Classifier classifier;
+  private final TornRuns tornRuns;
   private final Ledger ledger;
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
@@ -82,6 +83,7 @@ public class ClaimService {
       Batches batches,
       Deferrals deferrals,
       Classifier classifier,
+      TornRuns tornRuns,
       Ledger ledger,
       RollcallConfig config,
       RecoveryMetrics metrics,
@@ -97,6 +99,7 @@ public class ClaimService {
     this.batches = batches;
     this.deferrals = deferrals;
     this.classifier = classifier;
+    this.tornRuns = tornRuns;
     this.ledger = ledger;
     this.config = config;
     this.metrics = metrics;
@@ -952,6 +955,11 @@ public class ClaimService {
    * skips, and turns it into the caller's batch of the runs to hand out. Empty when it hands out
    * nothing, or when the range's lease was lost to another claimer (then nothing is written).
    */
+  /** The runs a pass hands out, their torn writes mended before the batch is visible. */
+  private Uni<?> mendTorn(SqlClient conn, RunSource source, Epoch epoch, List<Verdict> verdicts) {
+    return tornRuns.mend(conn, source, epoch.id(), null, TornRuns.ofPass(verdicts));
+  }
+
   private Uni<Optional<LeasedBatch>> classify(
       SqlClient conn, RunSource source, Caller caller, ToClassify work, int maxRuns) {
     Epoch epoch = work.epoch();
@@ -966,6 +974,7 @@ public class ClaimService {
                 (failOpen
                         ? Uni.createFrom().item(unclassified(work.range(), known.active()))
                         : classifier.firstLook(conn, source, epoch, known.active()))
+                    .call(verdicts -> mendTorn(conn, source, epoch, verdicts))
                     .map(
                         verdicts -> {
                           List<Verdict> all = new ArrayList<>(verdicts);
@@ -1086,7 +1095,11 @@ public class ClaimService {
               if (due.isEmpty()) {
                 return closeOrWait(conn, epoch).map(Step::done);
               }
-              return unavailableIfFails(source, classifier.recheck(conn, source, epoch, due))
+              return unavailableIfFails(
+                      source,
+                      classifier
+                          .recheck(conn, source, epoch, due)
+                          .call(verdicts -> mendTorn(conn, source, epoch, verdicts)))
                   .chain(
                       verdicts ->
                           deferrals

@@ -1,11 +1,13 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.queue.QueueLocks;
+import dev.rollcall.source.Mend;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 
 /**
@@ -142,6 +144,34 @@ public class Ledger {
                 + " SELECT $1, u.run_id, $2, u.owner::uuid, $3, 'lock-released', u.detail, now()"
                 + " FROM unnest($4::text[], $5::text[], $6::text[]) AS u(run_id, owner, detail)")
         .execute(Tuple.of(namespace, epochId, reason, runIds, owners, details))
+        .replaceWithVoid();
+  }
+
+  /**
+   * One row per torn write mended (see {@link TornRuns}): outcome {@code torn-repaired}, under the
+   * reason the run was in the epoch's hands for, the dead instance for a takeover's, and in the
+   * detail the step or wait, the evidence and what was written.
+   */
+  public Uni<Void> tornRepaired(
+      SqlClient client,
+      String namespace,
+      long epochId,
+      UUID instanceId,
+      Map<String, String> reasons,
+      List<Mend> mends) {
+    if (mends.isEmpty()) {
+      return Uni.createFrom().voidItem();
+    }
+    String[] runIds = mends.stream().map(Mend::runId).toArray(String[]::new);
+    String[] why = mends.stream().map(m -> reasons.get(m.runId())).toArray(String[]::new);
+    String[] details = mends.stream().map(Mend::detail).toArray(String[]::new);
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.ledger"
+                + " (namespace, run_id, epoch_id, instance_id, reason, outcome, detail, resolved_at)"
+                + " SELECT $1, u.run_id, $2, $3, u.reason, 'torn-repaired', u.detail, now()"
+                + " FROM unnest($4::text[], $5::text[], $6::text[]) AS u(run_id, reason, detail)")
+        .execute(Tuple.of(namespace, epochId, instanceId, runIds, why, details))
         .replaceWithVoid();
   }
 }

@@ -22,8 +22,9 @@ import org.jboss.logging.Logger;
 /**
  * Opens the takeover of an instance that died or left, inside the transaction that declared it so:
  * its in-flight runs become ready batches with reason {@code owner-dead}, the batches it held are
- * released, and the queue locks its workers held are released so the queue redelivers its own
- * messages now (the only way past the engine's inline-ownership lease).
+ * released, the queue locks its workers held are released so the queue redelivers its own messages
+ * now (the only way past the engine's inline-ownership lease), and the writes the engine tore when
+ * it died are mended ({@link TornRuns}).
  */
 @ApplicationScoped
 public class Takeovers {
@@ -35,6 +36,7 @@ public class Takeovers {
   private final Batches batches;
   private final Ownership ownership;
   private final Classifier classifier;
+  private final TornRuns tornRuns;
   private final Ledger ledger;
   private final RollcallConfig config;
   private final MeterRegistry meters;
@@ -45,6 +47,7 @@ public class Takeovers {
       Batches batches,
       Ownership ownership,
       Classifier classifier,
+      TornRuns tornRuns,
       Ledger ledger,
       RollcallConfig config,
       MeterRegistry meters) {
@@ -53,6 +56,7 @@ public class Takeovers {
     this.batches = batches;
     this.ownership = ownership;
     this.classifier = classifier;
+    this.tornRuns = tornRuns;
     this.ledger = ledger;
     this.config = config;
     this.meters = meters;
@@ -107,6 +111,18 @@ public class Takeovers {
                                 ? Uni.createFrom().item(List.<Verdict>of())
                                 : classifier.takeover(
                                     conn, source.get(), runIds, subject.instanceId()))
+                    // Before anything is visible: the owner's redelivered messages and the
+                    // batches replay the mended log once this transaction commits.
+                    .call(
+                        verdicts ->
+                            source.isEmpty()
+                                ? Uni.createFrom().voidItem()
+                                : tornRuns.mend(
+                                    conn,
+                                    source.get(),
+                                    epoch.id(),
+                                    subject.instanceId(),
+                                    TornRuns.ofTakeover(verdicts)))
                     .chain(verdicts -> handOut(conn, source, epoch, verdicts, locks.size())))
         .chain(
             opened ->

@@ -93,6 +93,16 @@ public interface RunSource {
     return Uni.createFrom().item(Map.of());
   }
 
+  /**
+   * Repairs the writes the engine tore in these runs (a row written, its event not, because the
+   * process died between two statements), inside the caller's transaction, and says what it did.
+   * The caller passes only runs whose owner is dead or gone and that no live instance executes. An
+   * engine that writes atomically has nothing to mend: the default finds nothing.
+   */
+  default Uni<List<Mend>> mendTorn(SqlClient client, Collection<String> runIds) {
+    return Uni.createFrom().item(List.of());
+  }
+
   /** Of runs re-driven at the given times, those the engine has not touched since. */
   default Uni<Set<String>> unchangedSince(SqlClient client, Map<String, OffsetDateTime> redriven) {
     return Uni.createFrom().item(Set.of());

@@ -31,12 +31,14 @@ public final class WorldPostgresSource implements RunSource {
   private final GraphileQueue queue;
   private final String engine;
   private final String jobPrefix;
+  private final WorldPostgresTears tears;
 
   WorldPostgresSource(TableSource runs, GraphileQueue queue, String jobPrefix) {
     this.runs = runs;
     this.queue = queue;
     this.engine = Sql.ident(runs.schema());
     this.jobPrefix = jobPrefix;
+    this.tears = new WorldPostgresTears(engine);
   }
 
   /** The engine's schema. */
@@ -274,6 +276,11 @@ public final class WorldPostgresSource implements RunSource {
             + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
             + " WHERE t.identifier = $3 AND rollcall.engine_run_id(j.payload) = ANY($1::text[])"
             + " GROUP BY 1";
+  }
+
+  @Override
+  public Uni<List<Mend>> mendTorn(SqlClient client, Collection<String> runIds) {
+    return tears.mend(client, runIds);
   }
 
   @Override

@@ -240,6 +240,54 @@ public final class EngineRuns {
         });
   }
 
+  /**
+   * Running, its step's completion torn: the step started, then its row {@code completed} with its
+   * output (the engine's first statement) and no {@code step_completed} event (the process died
+   * before the second).
+   */
+  public String tornStepCompleted() {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          String step = s.createStep(runId);
+          s.startStep(runId, step, null);
+          s.tearStep(runId, step, "completed");
+        });
+  }
+
+  /** Like {@link #tornStepCompleted()}, the row {@code failed} with its error, no event. */
+  public String tornStepFailed() {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          String step = s.createStep(runId);
+          s.startStep(runId, step, null);
+          s.tearStep(runId, step, "failed");
+        });
+  }
+
+  /** Running, a wait row inserted with no {@code wait_created} event. */
+  public String tornWaitCreated() {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          s.tearWait(runId, s.now().plus(Duration.ofSeconds(1)), false);
+        });
+  }
+
+  /** Running, a wait created (row and event), then its row completed with no event. */
+  public String tornWaitCompleted() {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          s.tearWait(runId, s.now().minus(Duration.ofSeconds(1)), true);
+        });
+  }
+
   /** A finished run: {@code completed}, {@code failed} or {@code cancelled}. */
   public String terminal(String status) {
     if (!Set.of("completed", "failed", "cancelled").contains(status)) {
@@ -604,6 +652,65 @@ public final class EngineRuns {
       event(runId, "step_completed", stepId, map("result", result), t);
     }
 
+    /**
+     * The first of the engine's two statements of a step's {@code step_completed} or {@code
+     * step_failed}, without the second (the event): what a process killed between them leaves.
+     */
+    void tearStep(String runId, String stepId, String status) throws SQLException {
+      Instant t = now();
+      boolean completed = status.equals("completed");
+      byte[] value = opaque((completed ? "result of " : "error of ") + stepId);
+      Object stored =
+          completed || version == EngineVersion.BETA
+              ? value
+              : map("message", "error of " + stepId, "stack", "Error: error of " + stepId);
+      update(
+          "UPDATE "
+              + table("workflow_steps")
+              + " SET status = ?, "
+              + (completed ? "output_cbor" : "error_cbor")
+              + " = ?, completed_at = ?, updated_at = ? WHERE run_id = ? AND step_id = ?",
+          enumValue(status),
+          Cbor.encode(stored),
+          utc(t),
+          utc(t),
+          runId,
+          stepId);
+    }
+
+    /**
+     * A wait row with no {@code wait_created} event ({@code completed} false), or a wait created
+     * with its event whose row was then completed with no {@code wait_completed} event.
+     */
+    void tearWait(String runId, Instant resumeAt, boolean completed) throws SQLException {
+      Instant t = now();
+      String correlationId = "wait_" + ulid();
+      if (completed) {
+        createWaitWithId(runId, correlationId, resumeAt);
+        update(
+            "UPDATE "
+                + table("workflow_waits")
+                + " SET status = ?, completed_at = ?, updated_at = ? WHERE wait_id = ?",
+            enumValue("completed"),
+            utc(t),
+            utc(t),
+            runId + "-" + correlationId);
+      } else {
+        update(
+            "INSERT INTO "
+                + table("workflow_waits")
+                + " (wait_id, run_id, status, resume_at, spec_version, created_at, updated_at)"
+                + " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            runId + "-" + correlationId,
+            runId,
+            enumValue("waiting"),
+            utc(resumeAt.truncatedTo(ChronoUnit.MILLIS)),
+            spec(),
+            utc(t),
+            utc(t));
+      }
+    }
+
     void completedStep(String runId) throws SQLException {
       String step = createStep(runId);
       startStep(runId, step, null);
@@ -612,9 +719,13 @@ public final class EngineRuns {
 
     /** A wait until {@code resumeAt} (to the millisecond, a JS Date); returns it. */
     Instant createWait(String runId, Instant resumeAt) throws SQLException {
+      return createWaitWithId(runId, "wait_" + ulid(), resumeAt);
+    }
+
+    private Instant createWaitWithId(String runId, String correlationId, Instant resumeAt)
+        throws SQLException {
       Instant t = now();
       Instant at = resumeAt.truncatedTo(ChronoUnit.MILLIS);
-      String correlationId = "wait_" + ulid();
       update(
           "INSERT INTO "
               + table("workflow_waits")

@@ -1,0 +1,104 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.source.Mend;
+import dev.rollcall.source.RunSource;
+import dev.rollcall.source.Savepoints;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.jboss.logging.Logger;
+
+/**
+ * Mends the runs the engine's own non-atomic writes tore (a row written, its event not, because the
+ * process died between two statements; see the source's {@link RunSource#mendTorn}), so that the
+ * runtime can go on when the run is next delivered. It runs inside the transaction that hands the
+ * runs out, before the batch or the released queue locks are visible to anyone: the first delivery
+ * after it already replays the mended log.
+ *
+ * <p>Which runs: those of a takeover (the owner is dead or gone) but the ones a live instance has
+ * taken up or that are finished; and, in boot, sweep and manual passes, the runs handed out, which
+ * the classification found owned by no live instance, untouched for the activity fence and with no
+ * live wake path. Never a run a live process may be writing: its half-done write looks the same.
+ *
+ * <p>Each mend is a ledger row ({@code torn-repaired}), a count ({@code rollcall.torn.repaired} by
+ * the write) and a log line. A failure to mend is logged and counted, rolled back to a savepoint,
+ * and the runs are handed out as they would have been (fail open).
+ */
+@ApplicationScoped
+public class TornRuns {
+
+  private static final Logger LOG = Logger.getLogger(TornRuns.class);
+
+  private final Ledger ledger;
+  private final MeterRegistry meters;
+
+  TornRuns(Ledger ledger, MeterRegistry meters) {
+    this.ledger = ledger;
+    this.meters = meters;
+  }
+
+  /** The runs of a takeover's verdicts that may be mended: all but the finished and the owned. */
+  static Map<String, String> ofTakeover(List<Verdict> verdicts) {
+    Map<String, String> runs = new LinkedHashMap<>();
+    for (Verdict v : verdicts) {
+      if (v.reason() != Reason.TERMINAL && v.reason() != Reason.OWNED_BY_LIVE_INSTANCE) {
+        runs.put(v.runId(), Reason.OWNER_DEAD.wire());
+      }
+    }
+    return runs;
+  }
+
+  /** The runs of a pass's verdicts that may be mended: those handed out. */
+  static Map<String, String> ofPass(List<Verdict> verdicts) {
+    Map<String, String> runs = new LinkedHashMap<>();
+    for (Verdict v : verdicts) {
+      if (v.disposition() == Verdict.Disposition.HAND_OUT) {
+        runs.put(v.runId(), v.reason().wire());
+      }
+    }
+    return runs;
+  }
+
+  /**
+   * Mends the torn writes of {@code runs} (run id to the reason it is in the epoch's hands) and
+   * records each; {@code deadInstance} is the takeover's subject, or null.
+   */
+  public Uni<List<Mend>> mend(
+      SqlClient conn, RunSource source, long epochId, UUID deadInstance, Map<String, String> runs) {
+    if (runs.isEmpty()) {
+      return Uni.createFrom().item(List.of());
+    }
+    return Savepoints.attempt(
+            conn,
+            "mend_torn",
+            source
+                .mendTorn(conn, runs.keySet())
+                .call(
+                    mends ->
+                        ledger.tornRepaired(
+                            conn, source.namespace(), epochId, deadInstance, runs, mends)),
+            e -> {
+              LOG.warnf(
+                  "epoch %d of namespace %s: looking for torn writes in %d runs failed; they are"
+                      + " handed out as they are: %s",
+                  epochId, source.namespace(), runs.size(), e.getMessage());
+              meters.counter("rollcall.torn.failures", "namespace", source.namespace()).increment();
+            })
+        .map(found -> found.orElse(List.of()))
+        .invoke(mends -> mends.forEach(m -> recorded(source.namespace(), epochId, m)));
+  }
+
+  private void recorded(String namespace, long epochId, Mend mend) {
+    meters
+        .counter("rollcall.torn.repaired", "namespace", namespace, "write", mend.write())
+        .increment();
+    LOG.infof(
+        "epoch %d of namespace %s: run %s had a torn %s, repaired: %s",
+        epochId, namespace, mend.runId(), mend.write(), mend.detail());
+  }
+}

@@ -1,0 +1,206 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.source.EngineEvents;
+import dev.rollcall.testing.Api.Batch;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.EngineRuns;
+import dev.rollcall.testing.EngineVersion;
+import dev.rollcall.testing.RollcallTestResource;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
+import io.micrometer.core.instrument.MeterRegistry;
+import jakarta.inject.Inject;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Runs whose last write the engine tore (a row written, its event not: the process died between the
+ * engine's two statements) are mended by the takeover of their dead owner, in its transaction, and
+ * by a pass that hands them out; never while a live instance executes them.
+ */
+@ServiceTest
+class TornRunsTest extends ApiTestBase {
+
+  @Inject Reaper reaper;
+  @Inject MeterRegistry meters;
+
+  EngineRuns beta;
+  EngineRuns stable;
+  String deploy;
+
+  @BeforeEach
+  void fresh() {
+    beta = EngineRuns.on(RollcallTestResource.database(), EngineVersion.BETA);
+    stable = EngineRuns.on(RollcallTestResource.database(), EngineVersion.STABLE);
+    deploy = UUID.randomUUID().toString();
+  }
+
+  @Test
+  void aTakeoverWritesTheMissingStepEventsFromTheRowsAndRollsTornWaitsBack() throws Exception {
+    // The peer's boot pass first: it would mend the runs itself (see the last test).
+    Instance peer = bootedPeer();
+    String completed = beta.tornStepCompleted();
+    String failed = beta.tornStepFailed();
+    String failed4x = stable.tornStepFailed();
+    String waitCreated = beta.tornWaitCreated();
+    String waitCompleted = beta.tornWaitCompleted();
+    List<String> torn = List.of(completed, failed, failed4x, waitCreated, waitCompleted);
+    double before = repaired();
+
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
+    api.heartbeat(victim, torn).expect(200);
+    TimeTravel.leaseExpired(victim);
+    reaper.runOnce().await().indefinitely();
+
+    // Rolled forward: the event the dead process was about to write, from the row, after every
+    // event of the run; the step is still completed and its body need not run again.
+    byte[] event = eventData(completed, "step_completed");
+    Step step = step(completed);
+    assertArrayEquals(
+        EngineEvents.stepCompleted(step.name(), beta.workflowName(), step.output()), event);
+    assertEquals("completed", step.status());
+    assertEquals(
+        "step_completed",
+        Db.column(
+                "SELECT type FROM workflow.workflow_events WHERE run_id = ? ORDER BY id DESC"
+                    + " LIMIT 1",
+                completed)
+            .get(0));
+    assertArrayEquals(
+        EngineEvents.stepFailed(step(failed).name(), step(failed).error()),
+        eventData(failed, "step_failed"));
+    // The 4.x row keeps a re-shaped error its event cannot be rebuilt from: the step runs again.
+    assertEquals("running", step(failed4x).status());
+    assertEquals(0, events(failed4x, "step_failed"));
+    // Waits are rolled back: the replay writes them again, row and event, as the engine does.
+    assertEquals(
+        0, Db.number("SELECT count(*) FROM workflow.workflow_waits WHERE run_id = ?", waitCreated));
+    assertEquals(
+        List.of("waiting"),
+        Db.column(
+            "SELECT status::text FROM workflow.workflow_waits WHERE run_id = ?", waitCompleted));
+
+    // Each mend is a ledger row under the takeover, naming what it found and what it wrote.
+    for (String run : torn) {
+      List<String> rows =
+          Db.column(
+              "SELECT reason || ' ' || detail FROM rollcall.ledger WHERE run_id = ?"
+                  + " AND outcome = 'torn-repaired' AND instance_id = ?",
+              run,
+              victim.id());
+      assertEquals(1, rows.size(), run + ": " + rows);
+      assertTrue(rows.get(0).startsWith("owner-dead "), rows.get(0));
+    }
+    assertEquals(5, repaired() - before, 0.0);
+
+    // The mended runs are handed out (or woken by their owner's messages) as before.
+    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
+      api.complete(peer, b, List.of()).expect(200);
+    }
+    // Mending again finds nothing: the log explains every row now.
+    assertEquals(1, events(completed, "step_completed"));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aRunALiveInstanceExecutesIsNotMendedByTheTakeoverOfItsOldOwner() throws Exception {
+    Instance peer = bootedPeer();
+    String torn = beta.tornStepCompleted();
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
+    api.heartbeat(victim, List.of(torn)).expect(200);
+    // The live peer has taken the run up: its half-done write would look just the same.
+    api.heartbeat(peer, List.of(torn)).expect(200);
+    TimeTravel.leaseExpired(victim);
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals(0, events(torn, "step_completed"));
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
+            torn));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aPassThatHandsATornRunOutMendsItFirst() throws Exception {
+    String torn = beta.tornStepCompleted();
+    TimeTravel.engineQuiet(torn);
+    Instance claimer = api.register(SourceTables.ENGINE, deploy, "claimer");
+    boolean handedOut = false;
+    for (Batch b; (b = api.claimBatch(claimer, 5000)) != null; ) {
+      handedOut |= b.runIds().contains(torn);
+      api.complete(claimer, b, List.of()).expect(200);
+    }
+    assertTrue(handedOut, "the torn run has no live wake path: the boot pass re-drives it");
+    assertEquals(1, events(torn, "step_completed"));
+    assertEquals(
+        List.of("no-live-wake-path"),
+        Db.column(
+            "SELECT reason FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
+            torn));
+    api.leave(claimer).expect(204);
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  Instance bootedPeer() {
+    Instance peer = api.register(SourceTables.ENGINE, deploy, "peer");
+    api.drain(peer, 5000);
+    return peer;
+  }
+
+  double repaired() {
+    return meters.find("rollcall.torn.repaired").counters().stream()
+        .mapToDouble(c -> c.count())
+        .sum();
+  }
+
+  record Step(String name, String status, byte[] output, byte[] error) {}
+
+  static Step step(String runId) throws SQLException {
+    try (Connection c = RollcallTestResource.database().connect();
+        PreparedStatement s =
+            c.prepareStatement(
+                "SELECT step_name, status::text, output_cbor, error_cbor"
+                    + " FROM workflow.workflow_steps WHERE run_id = ?")) {
+      s.setString(1, runId);
+      try (ResultSet rs = s.executeQuery()) {
+        assertTrue(rs.next(), "no step of " + runId);
+        return new Step(rs.getString(1), rs.getString(2), rs.getBytes(3), rs.getBytes(4));
+      }
+    }
+  }
+
+  static byte[] eventData(String runId, String type) throws SQLException {
+    try (Connection c = RollcallTestResource.database().connect();
+        PreparedStatement s =
+            c.prepareStatement(
+                "SELECT payload_cbor FROM workflow.workflow_events WHERE run_id = ? AND type = ?")) {
+      s.setString(1, runId);
+      s.setString(2, type);
+      try (ResultSet rs = s.executeQuery()) {
+        assertTrue(rs.next(), "no " + type + " event of " + runId);
+        return rs.getBytes(1);
+      }
+    }
+  }
+
+  static long events(String runId, String type) {
+    return Db.number(
+        "SELECT count(*) FROM workflow.workflow_events WHERE run_id = ? AND type = ?", runId, type);
+  }
+}
