@@ -2,7 +2,8 @@
 // (`npm run build`) into .well-known/workflow/v1/{flow,step,webhook}.mjs. It serves the generated
 // routes, plus three small routes to drive it:
 //
-//   POST /start        {"workflow": "fulfil" | "remind" | "approve", "args": [...]}  → {"runId"}
+//   POST /start        {"workflow": "fulfil" | "remind" | ..., "args": [...],
+//                       "attributes": {...} (optional: the run's initial attributes)}    → {"runId"}
 //   POST /hooks/:token {...payload}   resumes the run parked on that hook              → {"runId"}
 //   GET  /health
 //
@@ -22,6 +23,10 @@
 // Every flow delivery and every step execution is written as a JSON line on stdout
 // ({"event": "flow-start" | "flow-end" | "step-start" | "step-end", "runId", "messageId", ...,
 // "pid", "t"}), so a test can tell which process ran what, when, and how often.
+//
+// Test only: with E2E_TEAR_ON_PURPOSE=1 the process dies between two of the engine's writes when
+// the database refuses the second with "rollcall-e2e: torn on purpose" (a trigger the test
+// installs; see tearOnPurpose below).
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
@@ -85,6 +90,35 @@ if (typeof runtime.createWorldFromModule === 'function') {
   world = await runtime.getWorld();
 }
 const recovery = process.env.E2E_RECOVERY ?? 'engine';
+
+// Test only (E2E_TEAR_ON_PURPOSE=1): world-postgres 5.0.0-beta.29 writes some state changes as two
+// autocommitted statements (a step's completion: the step row, then its `step_completed` event; a
+// sleep's creation and completion: the wait row, then its event). The end-to-end suite installs a
+// trigger that refuses the event's INSERT, once, for a run it armed; when `events.create` fails
+// with that refusal, the first statement has committed and the second never will: this process
+// journals `torn` and kills itself at once, leaving exactly what a crash between the two leaves.
+const TORN_ON_PURPOSE = 'rollcall-e2e: torn on purpose';
+function tearOnPurpose(events) {
+  const create = events.create.bind(events);
+  const refusedOnPurpose = (error) => {
+    for (let e = error; e; e = e.cause) {
+      if (String(e.message ?? '').includes(TORN_ON_PURPOSE)) return true;
+    }
+    return false;
+  };
+  events.create = async (runId, data, params) => {
+    try {
+      return await create(runId, data, params);
+    } catch (error) {
+      if (refusedOnPurpose(error)) {
+        journal('torn', { runId, kind: data?.eventType, correlationId: data?.correlationId });
+        process.kill(process.pid, 'SIGKILL');
+      }
+      throw error;
+    }
+  };
+}
+if (process.env.E2E_TEAR_ON_PURPOSE === '1') tearOnPurpose(world.events);
 
 // Every message this process's runtime sends, journaled once the queue took it. A delivery that
 // hands its run on (the runtime re-schedules a replay that ran past its time) sends its
@@ -156,10 +190,10 @@ async function route(req) {
   if (path.startsWith('/.well-known/workflow/v1/webhook/')) return webhookRoute.POST(toRequest(req));
   if (path === '/health') return json(200, { ok: true, pid: process.pid });
   if (req.method === 'POST' && path === '/start') {
-    const { workflow, args = [] } = await toRequest(req).json();
+    const { workflow, args = [], attributes } = await toRequest(req).json();
     const target = workflows[workflow];
     if (!target) return json(404, { error: `no workflow ${workflow}` });
-    const run = await start(target, args);
+    const run = await start(target, args, ...(attributes ? [{ attributes }] : []));
     return json(200, { runId: run.runId });
   }
   if (req.method === 'POST' && path.startsWith('/hooks/')) {

@@ -5,8 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.rollcall.bench.Latencies;
 import dev.rollcall.config.RollcallConfig;
-import dev.rollcall.testing.ServiceProcess;
-import dev.rollcall.testing.TcpBalancer;
 import dev.rollcall.testing.TestDatabase;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -16,38 +14,38 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
-import java.util.UUID;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * The end-to-end suite on the real Workflow SDK runtime: the example application of {@code e2e/app}
- * (workflows with slow steps, sleeps and hooks, built with {@code wf build}, on
- * {@code @workflow/world-postgres} 5.0 beta) as three replicas, Rollcall as two packaged service
- * replicas behind a TCP balancer, all on one PostgreSQL, with Rollcall's default timings (heartbeat
- * 3 s, lease TTL 10 s).
+ * (workflows with slow steps, sleeps and hooks, and runs of many short steps in a row or in
+ * parallel, built with {@code wf build}, on {@code @workflow/world-postgres} 5.0 beta) as three
+ * replicas, Rollcall as two packaged service replicas behind a TCP balancer, all on one PostgreSQL,
+ * with Rollcall's default timings (heartbeat 3 s, lease TTL 10 s).
  *
  * <p>Each round starts a mix of runs, then, while a replica executes steps, kills it with SIGKILL,
  * stops it with SIGTERM, or kills it together with a Rollcall replica, and measures until every run
- * that replica held is {@code completed}. Asserts, for Rollcall: no run left unfinished, no step
- * executed more than twice (an interrupted step re-runs at most once), no run replayed by two
- * replicas at once, no new job for a run parked on a sleep or a hook. Prints the latencies, and the
- * same measurements of the engine as shipped (its survivors alone, and with a replacement replica
- * booted) when {@code e2e.engine-kills} is above 0.
+ * that replica held is {@code completed}. Asserts, for Rollcall: no run left unfinished (a run the
+ * engine left torn included: that is named beside it as a diagnosis), no step's body run more than
+ * twice (an interrupted step re-runs at most once; the steps run twice are printed), no run
+ * replayed by two replicas at once, no new job for a run parked on a sleep or a hook. Prints the
+ * latencies, and the same measurements of the engine as shipped (its survivors alone, and with a
+ * replacement replica booted) when {@code e2e.engine-kills} is above 0.
  *
  * <p>Small by default (inside {@code ./mvnw -B verify}); {@code bench/run e2e} runs it at full
  * size. Properties: {@code e2e.kills}, {@code e2e.sigterms}, {@code e2e.combined}, {@code
- * e2e.engine-kills}, {@code e2e.runs} (per round), {@code e2e.step-ms}, {@code e2e.deadline-s},
- * {@code e2e.engine-deadline-s}, {@code e2e.seed}, {@code e2e.recovery} ({@code world}, default:
- * the zero-code world module {@code e2e.target-world}, default {@code @rollcall/client/world};
- * {@code rollcall}: the client's programmatic API), {@code e2e.line} ({@code 5.0}, default, or
- * {@code 4.3}).
+ * e2e.engine-kills}, {@code e2e.runs} (per round), {@code e2e.step-ms}, {@code e2e.fast-step-ms}
+ * (the short steps), {@code e2e.chain-steps}, {@code e2e.fan-width}, {@code e2e.deadline-s}, {@code
+ * e2e.engine-deadline-s}, {@code e2e.seed}, {@code e2e.recovery} ({@code world}, default: the
+ * zero-code world module {@code e2e.target-world}, default {@code @rollcall/client/world}; {@code
+ * rollcall}: the client's programmatic API), {@code e2e.line} ({@code 5.0}, default, or {@code
+ * 4.3}).
  */
 @Tag("e2e")
 class EndToEndIT {
 
-  static final String NAMESPACE = "e2e";
-  static final String SECRET = "e2e-secret";
+  static final String NAMESPACE = RollcallServices.NAMESPACE;
 
   @Test
   void runsOfAKilledOrStoppedReplicaAllFinishOnTheRealRuntime() throws Exception {
@@ -85,29 +83,11 @@ class EndToEndIT {
 
   /** Rollcall: kills, SIGTERMs and kills together with a Rollcall replica. */
   private static List<Measurement> rollcall(TestDatabase db, Settings s) throws Exception {
-    Map<String, String> service = new HashMap<>();
-    String ns = "rollcall.namespaces.\"" + NAMESPACE + "\".";
-    service.put(ns + "registration-secret", SECRET);
-    service.put(ns + "source.kind", "world-postgres");
-    List<ServiceProcess> services = new ArrayList<>();
-    try (TcpBalancer balancer = new TcpBalancer()) {
-      for (int i = 0; i < 2; i++) {
-        ServiceProcess p = ServiceProcess.start("e2e-rollcall-" + i, db, service);
-        services.add(p);
-        balancer.add(p.base());
-      }
-      Map<String, String> env = new HashMap<>();
-      env.put("E2E_RECOVERY", s.recovery());
-      env.put("ROLLCALL_URL", balancer.url().toString());
-      env.put("ROLLCALL_NAMESPACE", NAMESPACE);
-      env.put("ROLLCALL_SECRET", SECRET);
-      env.put("ROLLCALL_DEPLOYMENT_ID", "deploy-" + UUID.randomUUID());
-      if (s.recovery().equals("world")) {
-        env.put("WORKFLOW_TARGET_WORLD", s.targetWorld());
-      }
+    try (RollcallServices services = RollcallServices.start(db, 2)) {
       String wiring =
           s.recovery().equals("world") ? "zero-code world module" : "client's programmatic API";
-      Cluster cluster = new Cluster(db, env, s, "rollcall");
+      Cluster cluster =
+          new Cluster(db, services.appEnv(s.recovery(), s.targetWorld()), s, "rollcall");
       try {
         Measurement kills = new Measurement("Rollcall (" + wiring + "), kill -9", s.deadlineS());
         Measurement sigterms = new Measurement("Rollcall (" + wiring + "), SIGTERM", s.deadlineS());
@@ -124,23 +104,18 @@ class EndToEndIT {
           cluster.fillUp(3);
           cluster.awaitSessionProofArmed();
           Round round = cluster.round(n++);
-          ServiceProcess deadService = null;
           if (kind.equals("sigterm")) {
             round.stop(false);
           } else {
             if (kind.equals("combined")) {
-              deadService = services.remove(0);
-              balancer.remove(deadService.base());
-              deadService.kill();
+              services.killOne();
             }
             round.stop(true);
           }
           round.measure(s.deadlineS());
           (kind.equals("kill") ? kills : kind.equals("sigterm") ? sigterms : combined).add(round);
-          if (deadService != null) {
-            ServiceProcess p = ServiceProcess.start("e2e-rollcall-" + (n + 1), db, service);
-            services.add(p);
-            balancer.add(p.base());
+          if (kind.equals("combined")) {
+            services.startOne();
           }
         }
         return List.of(kills, sigterms, combined).stream().filter(m -> m.rounds() > 0).toList();
@@ -148,28 +123,9 @@ class EndToEndIT {
         System.out.printf(
             "  Rollcall (%s): claims answered done from one read of a pass known closed (the"
                 + " service replicas still running; rollcall_claims_pass_over_total): %s%n",
-            wiring, passOverAnswers(services));
+            wiring, services.counter("rollcall_claims_pass_over_total"));
         cluster.close();
-        for (ServiceProcess p : services) {
-          p.close();
-        }
       }
-    }
-  }
-
-  /** The sum of a counter over the service replicas, or why it could not be read. */
-  private static String passOverAnswers(List<ServiceProcess> services) {
-    try {
-      double sum = 0;
-      for (ServiceProcess p : services) {
-        sum +=
-            p.metrics("rollcall_claims_pass_over_total", List.of()).values().stream()
-                .mapToDouble(Double::doubleValue)
-                .sum();
-      }
-      return String.format("%.0f", sum);
-    } catch (RuntimeException e) {
-      return "not read (" + e.getMessage() + ")";
     }
   }
 
@@ -206,6 +162,9 @@ class EndToEndIT {
       int engineKills,
       int runs,
       int stepMs,
+      int fastStepMs,
+      int chainSteps,
+      int fanWidth,
       int deadlineS,
       int engineDeadlineS,
       long seed,
@@ -219,8 +178,11 @@ class EndToEndIT {
           Integer.getInteger("e2e.sigterms", 1),
           Integer.getInteger("e2e.combined", 1),
           Integer.getInteger("e2e.engine-kills", 0),
-          Integer.getInteger("e2e.runs", 9),
+          Integer.getInteger("e2e.runs", 10),
           Integer.getInteger("e2e.step-ms", 2_000),
+          Integer.getInteger("e2e.fast-step-ms", 10),
+          Integer.getInteger("e2e.chain-steps", 20),
+          Integer.getInteger("e2e.fan-width", 5),
           // Past the SDK's own 120 s replay budget: a redelivery that livelocks in the runtime's
           // owned-step recovery (e2e/FINDINGS.md) ends then, and its run must still finish.
           Integer.getInteger("e2e.deadline-s", 150),
@@ -260,7 +222,9 @@ class EndToEndIT {
     List<String> violations() {
       List<String> out = new ArrayList<>();
       for (Round r : rounds) {
-        if (r.unfinished > r.tornByEngine.size()) {
+        // What a user sees: a run that did not complete, whatever the reason. A torn run (a row
+        // the engine wrote without its event) is named in the summary as a diagnosis only.
+        if (r.unfinished > 0) {
           out.add(
               setup
                   + ": "
@@ -271,7 +235,8 @@ class EndToEndIT {
                   + r.stateOfUnfinished.values());
         }
         if (r.maxStepStarts > 2) {
-          out.add(setup + ": a step executed " + r.maxStepStarts + " times (" + r.summary() + ")");
+          out.add(
+              setup + ": a step's body ran " + r.maxStepStarts + " times (" + r.summary() + ")");
         }
         if (!r.doubleReplays.isEmpty()) {
           out.add(setup + ": runs replayed by two replicas at once " + r.doubleReplays);
@@ -291,7 +256,7 @@ class EndToEndIT {
       out.append(
           "| setup | kills | runs of the stopped replica | not completed at the deadline |"
               + " stop → all its runs completed (or parked on their hook) p50 / p99 / max | stop → all"
-              + " its runs continue on a peer p50 / p99 / max | step executions per step (max; steps run twice) | jobs added for its"
+              + " its runs continue on a peer p50 / p99 / max | step bodies run per step (max; steps run twice, of them after an earlier run had ended) | jobs added for its"
               + " runs (backstops) | runs replayed by two replicas at once | parked runs given a new"
               + " job | runs unfinished at the end |\n");
       out.append("|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -307,6 +272,7 @@ class EndToEndIT {
       int held = 0;
       int late = 0;
       int twice = 0;
+      int againAfterEnd = 0;
       int maxStarts = 0;
       int jobs = 0;
       int backstops = 0;
@@ -324,6 +290,7 @@ class EndToEndIT {
           continued.add(r.continuedMs);
         }
         twice += r.stepsRunTwice;
+        againAfterEnd += r.stepsAgainAfterEnd;
         maxStarts = Math.max(maxStarts, r.maxStepStarts);
         jobs += r.jobsAdded;
         backstops += r.backstops;
@@ -334,7 +301,7 @@ class EndToEndIT {
       }
       int missing = rounds.size() - done.size();
       return String.format(
-          "| %s | %d | %d | %d | %s | %s | %d; %d | %d (%d) | %d | %d | %s |",
+          "| %s | %d | %d | %d | %s | %s | %d; %d, %d | %d (%d) | %d | %d | %s |",
           setup,
           rounds.size(),
           held,
@@ -343,11 +310,12 @@ class EndToEndIT {
           continued.isEmpty() ? "–" : triple(continued),
           maxStarts,
           twice,
+          againAfterEnd,
           jobs,
           backstops,
           doubles,
           parked,
-          unfinished + (torn > 0 ? " (" + torn + " torn by the engine)" : ""));
+          unfinished + (torn > 0 ? " (of them " + torn + " torn by the engine)" : ""));
     }
 
     private String triple(List<Long> ms) {
@@ -471,9 +439,12 @@ class EndToEndIT {
       for (int i = 0; i < settings.runs(); i++) {
         ExampleApp.Replica on = live.get(i % live.size());
         int ms = settings.stepMs();
-        switch (i % 3) {
+        int fast = settings.fastStepMs();
+        switch (i % 5) {
           case 0 -> round.runs.add(on.start("fulfil", ms));
-          case 1 -> round.runs.add(on.start("remind", ms, 4 * ms));
+          case 1 -> round.runs.add(on.start("chain", fast, settings.chainSteps()));
+          case 2 -> round.runs.add(on.start("remind", ms, 4 * ms));
+          case 3 -> round.runs.add(on.start("fanOut", fast, settings.fanWidth()));
           default -> {
             String token = "approve-" + prefix + "-" + n + "-" + i;
             String runId = on.start("approve", ms, token);
@@ -550,6 +521,10 @@ class EndToEndIT {
     List<String> late = List.of();
     int maxStepStarts;
     int stepsRunTwice;
+
+    /** Steps whose body ran again after an earlier run of it had ended ({@link StepBodies}). */
+    int stepsAgainAfterEnd;
+
     int jobsAdded;
     int backstops;
     List<String> doubleReplays = List.of();
@@ -565,8 +540,9 @@ class EndToEndIT {
      * step_completed} event. world-postgres 5.0.0-beta.29 writes the two in separate statements, so
      * a process killed between them leaves the step terminal while the event log still shows it
      * running; the runtime's owned recovery then loops without running the step for its 120 s
-     * replay budget, and the run waits for its 860 s backstop (e2e/FINDINGS.md). Counted apart from
-     * the runs Rollcall failed to move on, with that evidence.
+     * replay budget, and the run waits for its 860 s backstop (e2e/FINDINGS.md). A diagnosis
+     * printed beside the unfinished runs, not an excuse: they count as unfinished (issue 60:
+     * Rollcall mends such a tear when it takes over).
      */
     List<String> tornByEngine = List.of();
 
@@ -884,13 +860,11 @@ class EndToEndIT {
           stateOfUnfinished.put(runId, stateOf(runId));
         }
       }
-      List<List<String>> starts =
-          cluster.db.rows(
-              "SELECT correlation_id, count(*)::text FROM workflow.workflow_events"
-                  + " WHERE run_id = ANY(?) AND type = 'step_started' GROUP BY correlation_id",
-              (Object) all);
-      maxStepStarts = starts.stream().mapToInt(r -> Integer.parseInt(r.get(1))).max().orElse(0);
-      stepsRunTwice = (int) starts.stream().filter(r -> Integer.parseInt(r.get(1)) > 1).count();
+      // How often each step's body ran, from the replicas' own journals.
+      StepBodies bodies = StepBodies.of(cluster.journal(), runs);
+      maxStepStarts = bodies.max();
+      stepsRunTwice = bodies.twice();
+      stepsAgainAfterEnd = bodies.againAfterEnd().size();
       doubleReplays = doubleReplays();
     }
 
@@ -902,7 +876,7 @@ class EndToEndIT {
      * between the two leaves a row its replays never see an event for: each replay tries to write
      * the event again, the world refuses it as a conflict, and the runtime reschedules (a torn step
      * until the inline-ownership lease runs out, a torn sleep every second for good;
-     * e2e/FINDINGS.md, "Why it loops"). Not a recovery fault.
+     * e2e/FINDINGS.md, "Why it loops"). A diagnosis: the runs count as unfinished all the same.
      */
     private List<String> tornByEngine(List<String> left) {
       return cluster.db.column(
@@ -1042,7 +1016,8 @@ class EndToEndIT {
     String summary() {
       return String.format(
               "stopped %s holding %d runs (%d parked elsewhere); all its runs completed %s;"
-                  + " continued on a peer %s; step executions max %d, %d steps twice; %d jobs for its"
+                  + " continued on a peer %s; step bodies run max %d, %d steps twice (%d after an"
+                  + " earlier run had ended); %d jobs for its"
                   + " runs (%d backstops); %d double replays; %d parked runs given a job;"
                   + " %d unfinished",
               victim.name(),
@@ -1054,6 +1029,7 @@ class EndToEndIT {
               continuedMs >= 0 ? "after " + Measurement.seconds(continuedMs) : "–",
               maxStepStarts,
               stepsRunTwice,
+              stepsAgainAfterEnd,
               jobsAdded,
               backstops,
               doubleReplays.size(),
@@ -1062,7 +1038,8 @@ class EndToEndIT {
           + (late.isEmpty() ? "" : "; late " + late)
           + (tornByEngine.isEmpty()
               ? ""
-              : "; torn by the engine (a row written without its event) " + tornByEngine)
+              : "; of the unfinished, torn by the engine (a row written without its event) "
+                  + tornByEngine)
           + (doubleReplays.isEmpty() ? "" : "; replayed twice at once " + doubleReplays)
           + (parkedWithNewJob.isEmpty() ? "" : "; parked given a job " + parkedWithNewJob);
     }

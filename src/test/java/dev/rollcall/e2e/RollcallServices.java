@@ -1,0 +1,110 @@
+package dev.rollcall.e2e;
+
+import dev.rollcall.testing.ServiceProcess;
+import dev.rollcall.testing.TcpBalancer;
+import dev.rollcall.testing.TestDatabase;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+
+/**
+ * Rollcall for the end-to-end suites: packaged service replicas behind one TCP balancer, serving
+ * the suite's {@code world-postgres} namespace, and the environment that wires an example app
+ * replica to them.
+ */
+final class RollcallServices implements AutoCloseable {
+
+  static final String NAMESPACE = "e2e";
+  static final String SECRET = "e2e-secret";
+
+  private final TestDatabase db;
+  private final Map<String, String> config = new HashMap<>();
+  private final TcpBalancer balancer;
+  private final List<ServiceProcess> services = new ArrayList<>();
+  private final String deploymentId = "deploy-" + UUID.randomUUID();
+  private int started;
+
+  private RollcallServices(TestDatabase db) throws IOException {
+    this.db = db;
+    String ns = "rollcall.namespaces.\"" + NAMESPACE + "\".";
+    config.put(ns + "registration-secret", SECRET);
+    config.put(ns + "source.kind", "world-postgres");
+    this.balancer = new TcpBalancer();
+  }
+
+  /** Starts {@code replicas} service replicas behind the balancer. */
+  static RollcallServices start(TestDatabase db, int replicas)
+      throws IOException, InterruptedException {
+    RollcallServices out = new RollcallServices(db);
+    try {
+      for (int i = 0; i < replicas; i++) {
+        out.startOne();
+      }
+      return out;
+    } catch (IOException | InterruptedException | RuntimeException e) {
+      out.close();
+      throw e;
+    }
+  }
+
+  /** Starts one more service replica and puts it behind the balancer. */
+  void startOne() throws IOException, InterruptedException {
+    ServiceProcess p = ServiceProcess.start("e2e-rollcall-" + started++, db, config);
+    services.add(p);
+    balancer.add(p.base());
+  }
+
+  /** Kills the oldest service replica (SIGKILL), after taking it out of the balancer. */
+  void killOne() throws InterruptedException {
+    ServiceProcess dead = services.remove(0);
+    balancer.remove(dead.base());
+    dead.kill();
+  }
+
+  /**
+   * The environment of an app replica that recovers through these replicas: {@code recovery} {@code
+   * world} (the zero-code world module {@code targetWorld}) or {@code rollcall} (the client's
+   * programmatic API).
+   */
+  Map<String, String> appEnv(String recovery, String targetWorld) {
+    Map<String, String> env = new HashMap<>();
+    env.put("E2E_RECOVERY", recovery);
+    env.put("ROLLCALL_URL", balancer.url().toString());
+    env.put("ROLLCALL_NAMESPACE", NAMESPACE);
+    env.put("ROLLCALL_SECRET", SECRET);
+    env.put("ROLLCALL_DEPLOYMENT_ID", deploymentId);
+    if (recovery.equals("world")) {
+      env.put("WORKFLOW_TARGET_WORLD", targetWorld);
+    }
+    return env;
+  }
+
+  /** The sum of a counter over the running service replicas, or why it could not be read. */
+  String counter(String name) {
+    try {
+      double sum = 0;
+      for (ServiceProcess p : services) {
+        sum += p.metrics(name, List.of()).values().stream().mapToDouble(Double::doubleValue).sum();
+      }
+      return String.format("%.0f", sum);
+    } catch (RuntimeException e) {
+      return "not read (" + e.getMessage() + ")";
+    }
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    for (ServiceProcess p : services) {
+      p.close();
+    }
+    services.clear();
+    try {
+      balancer.close();
+    } catch (IOException e) {
+      System.out.printf("  could not close the balancer: %s%n", e);
+    }
+  }
+}
