@@ -957,7 +957,7 @@ public class ClaimService {
    */
   /** The runs a pass hands out, their torn writes mended before the batch is visible. */
   private Uni<?> mendTorn(SqlClient conn, RunSource source, Epoch epoch, List<Verdict> verdicts) {
-    return tornRuns.mend(conn, source, epoch.id(), null, TornRuns.ofPass(verdicts));
+    return tornRuns.pass(conn, source, epoch.id(), verdicts);
   }
 
   private Uni<Optional<LeasedBatch>> classify(

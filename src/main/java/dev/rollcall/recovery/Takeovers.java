@@ -117,12 +117,16 @@ public class Takeovers {
                         verdicts ->
                             source.isEmpty()
                                 ? Uni.createFrom().voidItem()
-                                : tornRuns.mend(
+                                : tornRuns.takeover(
                                     conn,
                                     source.get(),
                                     epoch.id(),
                                     subject.instanceId(),
-                                    TornRuns.ofTakeover(verdicts)))
+                                    verdicts,
+                                    locks.stream()
+                                        .map(QueueLocks.ReleasedLock::messageId)
+                                        .filter(m -> m != null)
+                                        .toList()))
                     .chain(verdicts -> handOut(conn, source, epoch, verdicts, locks.size())))
         .chain(
             opened ->

@@ -7,6 +7,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -53,6 +54,40 @@ public class TornRuns {
     return runs;
   }
 
+  /**
+   * A takeover's mends: every torn write of the runs of {@link #ofTakeover}, and in the runs a live
+   * instance has taken up only the steps that one of the dead instance's messages ({@code
+   * deadMessages}, the jobs its workers held) executed inline: a {@code Promise.all} runs each step
+   * in a delivery of its own, and the dead process's step stays torn while its siblings run on live
+   * replicas.
+   */
+  public Uni<List<Mend>> takeover(
+      SqlClient conn,
+      RunSource source,
+      long epochId,
+      UUID deadInstance,
+      List<Verdict> verdicts,
+      List<String> deadMessages) {
+    Map<String, String> owned = new LinkedHashMap<>();
+    for (Verdict v : verdicts) {
+      if (v.reason() == Reason.OWNED_BY_LIVE_INSTANCE) {
+        owned.put(v.runId(), Reason.OWNER_DEAD.wire());
+      }
+    }
+    return mend(conn, source, epochId, deadInstance, ofTakeover(verdicts), null)
+        .chain(
+            whole ->
+                owned.isEmpty() || deadMessages.isEmpty()
+                    ? Uni.createFrom().item(whole)
+                    : mend(conn, source, epochId, deadInstance, owned, deadMessages)
+                        .map(
+                            steps -> {
+                              List<Mend> all = new ArrayList<>(whole);
+                              all.addAll(steps);
+                              return all;
+                            }));
+  }
+
   /** The runs of a pass's verdicts that may be mended: those handed out. */
   static Map<String, String> ofPass(List<Verdict> verdicts) {
     Map<String, String> runs = new LinkedHashMap<>();
@@ -64,20 +99,33 @@ public class TornRuns {
     return runs;
   }
 
+  /** A pass's mends: every torn write of the runs it hands out. */
+  public Uni<List<Mend>> pass(
+      SqlClient conn, RunSource source, long epochId, List<Verdict> verdicts) {
+    return mend(conn, source, epochId, null, ofPass(verdicts), null);
+  }
+
   /**
-   * Mends the torn writes of {@code runs} (run id to the reason it is in the epoch's hands) and
-   * records each; {@code deadInstance} is the takeover's subject, or null.
+   * Mends the torn writes of {@code runs} (run id to the reason it is in the epoch's hands), only
+   * their steps owned by {@code ownerMessages} unless that is null, and records each; {@code
+   * deadInstance} is the takeover's subject, or null.
    */
-  public Uni<List<Mend>> mend(
-      SqlClient conn, RunSource source, long epochId, UUID deadInstance, Map<String, String> runs) {
+  private Uni<List<Mend>> mend(
+      SqlClient conn,
+      RunSource source,
+      long epochId,
+      UUID deadInstance,
+      Map<String, String> runs,
+      List<String> ownerMessages) {
     if (runs.isEmpty()) {
       return Uni.createFrom().item(List.of());
     }
     return Savepoints.attempt(
             conn,
             "mend_torn",
-            source
-                .mendTorn(conn, runs.keySet())
+            (ownerMessages == null
+                    ? source.mendTorn(conn, runs.keySet())
+                    : source.mendTornStepsOwnedBy(conn, runs.keySet(), ownerMessages))
                 .call(
                     mends ->
                         ledger.tornRepaired(

@@ -103,6 +103,15 @@ public interface RunSource {
     return Uni.createFrom().item(List.of());
   }
 
+  /**
+   * Repairs only the torn steps of these runs that one of {@code ownerMessages} (the dead
+   * instance's) executed inline, in runs a live instance executes too; see {@link #mendTorn}.
+   */
+  default Uni<List<Mend>> mendTornStepsOwnedBy(
+      SqlClient client, Collection<String> runIds, Collection<String> ownerMessages) {
+    return Uni.createFrom().item(List.of());
+  }
+
   /** Of runs re-driven at the given times, those the engine has not touched since. */
   default Uni<Set<String>> unchangedSince(SqlClient client, Map<String, OffsetDateTime> redriven) {
     return Uni.createFrom().item(Set.of());

@@ -284,6 +284,12 @@ public final class WorldPostgresSource implements RunSource {
   }
 
   @Override
+  public Uni<List<Mend>> mendTornStepsOwnedBy(
+      SqlClient client, Collection<String> runIds, Collection<String> ownerMessages) {
+    return tears.mendOwnedSteps(client, runIds, ownerMessages);
+  }
+
+  @Override
   public Uni<Set<String>> unchangedSince(SqlClient client, Map<String, OffsetDateTime> redriven) {
     if (redriven.isEmpty()) {
       return Uni.createFrom().item(Set.of());

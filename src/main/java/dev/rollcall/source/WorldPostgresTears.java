@@ -52,17 +52,8 @@ final class WorldPostgresTears {
       return Uni.createFrom().item(List.of());
     }
     String[] ids = runIds.toArray(String[]::new);
-    // One mender of a run at a time, until its transaction ends: a takeover and a pass may hold
-    // the same run. Taken in one order (no deadlock between menders), and before the probes, which
-    // then read with a snapshot taken after an earlier mender committed. Without it the second
-    // would wait for the row lock, then still see no event (its snapshot is older) and write one
-    // again: FOR UPDATE re-checks a locked row, not the NOT EXISTS beside it.
-    return client
-        .preparedQuery(
-            "SELECT count(pg_advisory_xact_lock(hashtext('rollcall.mend.' || u.run_id)))"
-                + " FROM (SELECT DISTINCT r AS run_id FROM unnest($1::text[]) AS r ORDER BY 1) u")
-        .execute(Tuple.of((Object) ids))
-        .chain(locked -> client.preparedQuery(tornStepsSql()).execute(Tuple.of((Object) ids)))
+    return lockRuns(client, ids)
+        .chain(() -> client.preparedQuery(tornStepsSql(false)).execute(Tuple.of((Object) ids)))
         .chain(steps -> each(client, steps, this::mendStep))
         .chain(
             mended ->
@@ -79,12 +70,46 @@ final class WorldPostgresTears {
   }
 
   /**
+   * The torn steps of these runs whose latest {@code step_started} names one of {@code
+   * ownerMessages} as its inline owner (the 5.0 line), mended; nothing else of the runs. For runs a
+   * live instance executes too: a step the runtime runs inline is executed only by its owner
+   * message's delivery, so no live process can be half-way through writing it when that message's
+   * process is dead (a {@code Promise.all} runs its steps in deliveries of their own, side by
+   * side).
+   */
+  Uni<List<Mend>> mendOwnedSteps(
+      SqlClient client, Collection<String> runIds, Collection<String> ownerMessages) {
+    if (runIds.isEmpty() || ownerMessages.isEmpty()) {
+      return Uni.createFrom().item(List.of());
+    }
+    String[] ids = runIds.toArray(String[]::new);
+    String[] owners = ownerMessages.toArray(String[]::new);
+    return lockRuns(client, ids)
+        .chain(() -> client.preparedQuery(tornStepsSql(true)).execute(Tuple.of(ids, owners)))
+        .chain(steps -> each(client, steps, this::mendStep));
+  }
+
+  private Uni<Void> lockRuns(SqlClient client, String[] ids) {
+    // One mender of a run at a time, until its transaction ends: a takeover and a pass may hold
+    // the same run. Taken in one order (no deadlock between menders), and before the probes, which
+    // then read with a snapshot taken after an earlier mender committed. Without it the second
+    // would wait for the row lock, then still see no event (its snapshot is older) and write one
+    // again: FOR UPDATE re-checks a locked row, not the NOT EXISTS beside it.
+    return client
+        .preparedQuery(
+            "SELECT count(pg_advisory_xact_lock(hashtext('rollcall.mend.' || u.run_id)))"
+                + " FROM (SELECT DISTINCT r AS run_id FROM unnest($1::text[]) AS r ORDER BY 1) u")
+        .execute(Tuple.of((Object) ids))
+        .replaceWithVoid();
+  }
+
+  /**
    * Terminal step rows of active runs whose terminal event is missing while their {@code
    * step_started} is in the log, locked; with what the event needs: the step's name, the run's
    * workflow name, the row's output or error, the spec version of the step's latest start (the
    * process that tore the write wrote that one), the run's newest event id and the database's time.
    */
-  String tornStepsSql() {
+  String tornStepsSql(boolean ownedBy) {
     return "SELECT s.run_id, s.step_id, s.step_name, s.status::text AS status, s.output_cbor,"
         + " s.error_cbor, r.name AS workflow_name, st.spec_version,"
         + " (SELECT max(e.id) FROM "
@@ -96,11 +121,13 @@ final class WorldPostgresTears {
         + ".workflow_steps s JOIN "
         + engine
         + ".workflow_runs r ON r.id = s.run_id"
-        + " JOIN LATERAL (SELECT e.spec_version FROM "
+        + " JOIN LATERAL (SELECT e.spec_version,"
+        + "   rollcall.cbor_text(e.payload_cbor, 'ownerMessageId') AS owner FROM "
         + engine
         + ".workflow_events e WHERE e.correlation_id = s.step_id AND e.run_id = s.run_id"
         + "   AND e.type = 'step_started' ORDER BY e.id DESC LIMIT 1) st ON true"
         + " WHERE s.run_id = ANY($1::text[]) AND s.status IN ('completed', 'failed')"
+        + (ownedBy ? " AND st.owner = ANY($2::text[])" : "")
         + " AND r.status IN ('pending', 'running')"
         + " AND NOT EXISTS (SELECT 1 FROM "
         + engine

@@ -45,12 +45,26 @@ final class Deliveries {
     return out;
   }
 
+  /** Two different messages, each sent by a replica's runtime (its own concurrency). */
+  static boolean bothSentByTheRuntime(Span a, Span b, Map<String, Journal> queued) {
+    return !a.messageId().isEmpty()
+        && !b.messageId().isEmpty()
+        && !a.messageId().equals(b.messageId())
+        && queued.containsKey(a.messageId())
+        && queued.containsKey(b.messageId());
+  }
+
   /**
    * Runs among {@code runs} whose flow deliveries overlapped in time in two different replicas. A
    * delivery still open ends when its replica ended ({@code endedAt}, or its {@code exit} line,
    * whichever came first), else {@code now}. Two deliveries overlap harmlessly when one sent the
    * other's message: the runtime hands a run on by sending its successor's message as its last act,
-   * and a peer may start it a few milliseconds before the sender has returned.
+   * and a peer may start it a few milliseconds before the sender has returned. They overlap
+   * harmlessly too when both carry messages the runtime itself sent, each its own: the 5.0 runtime
+   * sends one message per step of a {@code Promise.all} and their deliveries run side by side by
+   * design. What recovery must never cause stays flagged: a delivery of a message the runtime did
+   * not send (a recovery job) beside another of its run, and one message delivered by two replicas
+   * at once (a queue lock released under a live process).
    */
   static List<String> replayedAtOnce(
       List<Journal> journal, Collection<String> runs, Map<String, Long> endedAt, long now) {
@@ -92,7 +106,8 @@ final class Deliveries {
               if (!a.replica().equals(b.replica())
                   && a.overlaps(b)
                   && !a.handedTo(b, queued)
-                  && !b.handedTo(a, queued)) {
+                  && !b.handedTo(a, queued)
+                  && !bothSentByTheRuntime(a, b, queued)) {
                 out.add(runId);
                 return;
               }

@@ -80,6 +80,34 @@ class DeliveriesTest {
   }
 
   @Test
+  void theRuntimesOwnParallelMessagesRunSideBySide() {
+    // A Promise.all of two steps: the runtime sends m2 and m3 together, two peers deliver them.
+    assertEquals(
+        List.of(),
+        replayedAtOnce(
+            line("a", "flow-start", "m1", 100),
+            line("a", "queued", "m2", 150),
+            line("a", "queued", "m3", 151),
+            line("a", "flow-end", "m1", 160),
+            line("b", "flow-start", "m2", 170),
+            line("c", "flow-start", "m3", 171),
+            line("b", "flow-end", "m2", 300),
+            line("c", "flow-end", "m3", 320)));
+  }
+
+  @Test
+  void oneMessageDeliveredByTwoReplicasAtOnceIsADoubleReplay() {
+    assertEquals(
+        List.of("run"),
+        replayedAtOnce(
+            line("a", "queued", "m2", 90),
+            line("a", "flow-start", "m2", 100),
+            line("b", "flow-start", "m2", 150),
+            line("a", "flow-end", "m2", 200),
+            line("b", "flow-end", "m2", 300)));
+  }
+
+  @Test
   void aMessageSentWithoutAnIdExcusesNoDeliveryWithoutOne() {
     assertEquals(
         List.of("run"),

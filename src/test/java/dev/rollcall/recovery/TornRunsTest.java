@@ -148,6 +148,32 @@ class TornRunsTest extends ApiTestBase {
   }
 
   @Test
+  void theDeadOwnersInlineStepIsMendedInARunWhoseParallelStepsRunOnALivePeer() throws Exception {
+    Instance peer = bootedPeer();
+    String worker = "worker-" + deploy;
+    // A Promise.all: the victim ran one step inline (its job still locked by the victim's worker)
+    // and died between the step's two writes; the peer runs a sibling step of the same run.
+    String torn = beta.tornStepCompletedLockedBy(worker);
+    String notOurs = beta.tornStepCompleted();
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(worker));
+    api.heartbeat(victim, List.of(torn, notOurs)).expect(200);
+    api.heartbeat(peer, List.of(torn, notOurs)).expect(200);
+    TimeTravel.leaseExpired(victim);
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals(1, events(torn, "step_completed"));
+    assertEquals(
+        List.of("owner-dead"),
+        Db.column(
+            "SELECT reason FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
+            torn));
+    // A torn step of a live-owned run that no message of the victim owned is left alone: a live
+    // process may be writing it.
+    assertEquals(0, events(notOurs, "step_completed"));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
   void aPassThatHandsATornRunOutMendsItFirst() throws Exception {
     String torn = beta.tornStepCompleted();
     TimeTravel.engineQuiet(torn);

@@ -256,6 +256,24 @@ public final class EngineRuns {
         });
   }
 
+  /**
+   * The 5.0 line's {@link #tornStepCompleted()} of a step run inline by the delivery of a workflow
+   * message whose job {@code workerId} still holds: {@code step_started} names that message as the
+   * step's owner, as in {@link #midStepLockedBy}.
+   */
+  public String tornStepCompletedLockedBy(String workerId) {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          String messageId = "msg_" + ulid();
+          long job = s.addFlowsJob(runId, messageId, 1, null);
+          s.lock(job, workerId);
+          String step = s.startStepLazily(runId, messageId);
+          s.tearStep(runId, step, "completed");
+        });
+  }
+
   /** Like {@link #tornStepCompleted()}, the row {@code failed} with its error, no event. */
   public String tornStepFailed() {
     return seed(
@@ -621,7 +639,7 @@ public final class EngineRuns {
      * The beta's lazy step start by the invocation of {@code ownerMessageId}: the step row, a
      * synthetic {@code step_created} and the {@code step_started} (without the input) together.
      */
-    void startStepLazily(String runId, String ownerMessageId) throws SQLException {
+    String startStepLazily(String runId, String ownerMessageId) throws SQLException {
       String stepId = createStep(runId);
       startStep(
           runId,
@@ -633,6 +651,7 @@ public final class EngineRuns {
               workflowName,
               "ownerMessageId",
               ownerMessageId));
+      return stepId;
     }
 
     void completeStep(String runId, String stepId) throws SQLException {
