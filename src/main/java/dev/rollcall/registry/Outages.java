@@ -1,0 +1,131 @@
+package dev.rollcall.registry;
+
+import dev.rollcall.config.Intervals;
+import dev.rollcall.config.RollcallConfig;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.quarkus.runtime.StartupEvent;
+import io.quarkus.scheduler.Scheduled;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Observes;
+import java.time.Duration;
+import org.jboss.logging.Logger;
+
+/**
+ * Rollcall's own outages are no evidence against anyone: a lease that ran out while no service
+ * replica was running (or while the database was unreachable) ran out because nobody could answer
+ * its heartbeats. Every replica that runs a reaper beats {@code rollcall.coordinator_beat} on the
+ * reaper's schedule and once when it starts, before it serves a request; the beat that finds the
+ * last one older than {@link #outageAfter} renews every live instance's lease by one lease TTL, in
+ * the same transaction, so that no live instance is declared dead, or refused its next heartbeat,
+ * for the service's absence. An instance that really died meanwhile is found by its session lock
+ * within seconds (the session rule has its own guards), else when the renewed lease runs out.
+ */
+@ApplicationScoped
+public class Outages {
+
+  private static final Logger LOG = Logger.getLogger(Outages.class);
+
+  /** What one beat found: the gap since the last one, and the leases it renewed (0 most times). */
+  public record Beat(long gapMs, long renewed) {}
+
+  private final Pool pool;
+  private final RollcallConfig config;
+  private final MeterRegistry meters;
+
+  Outages(Pool pool, RollcallConfig config, MeterRegistry meters) {
+    this.pool = pool;
+    this.config = config;
+    this.meters = meters;
+  }
+
+  /**
+   * A gap between beats longer than this is an outage: a heartbeat interval without any replica
+   * (heartbeats may have gone unanswered), and never less than three reaper intervals (a replica's
+   * own schedule may slip by one or two).
+   */
+  Duration outageAfter() {
+    Duration reaper = config.reaperIntervalOrDefault().multipliedBy(3);
+    Duration beat = config.heartbeatInterval();
+    return reaper.compareTo(beat) > 0 ? reaper : beat;
+  }
+
+  /**
+   * Locks the beat row (one replica decides at a time), renews the live leases when the last beat
+   * is older than the outage bound, and beats. One transaction; every time is the database's. No
+   * row (a first beat ever, or one deleted) is no outage.
+   */
+  public Uni<Beat> beat() {
+    long outageMs = outageAfter().toMillis();
+    long ttlMs = config.leaseTtl().toMillis();
+    return pool.withTransaction(
+            conn ->
+                conn.preparedQuery(
+                        "SELECT (extract(epoch FROM now() - beat_at) * 1000)::bigint AS gap_ms"
+                            + " FROM rollcall.coordinator_beat FOR UPDATE")
+                    .execute()
+                    .chain(
+                        rows -> {
+                          long gap =
+                              rows.size() == 0 ? 0 : rows.iterator().next().getLong("gap_ms");
+                          Uni<Long> renewed =
+                              gap <= outageMs
+                                  ? Uni.createFrom().item(0L)
+                                  : conn.preparedQuery(
+                                          "UPDATE rollcall.instances"
+                                              + " SET lease_expires_at = now()"
+                                              + "   + $1::bigint * interval '1 millisecond'"
+                                              + " WHERE state = 'live' AND lease_expires_at"
+                                              + "   < now() + $1::bigint * interval '1 millisecond'")
+                                      .execute(Tuple.of(ttlMs))
+                                      .map(r -> (long) r.rowCount());
+                          return renewed.chain(
+                              n ->
+                                  conn.preparedQuery(
+                                          "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now())"
+                                              + " ON CONFLICT (one) DO UPDATE SET beat_at = now()")
+                                      .execute()
+                                      .replaceWith(new Beat(gap, n)));
+                        }))
+        .invoke(this::report);
+  }
+
+  private void report(Beat beat) {
+    if (beat.renewed() > 0 || beat.gapMs() > outageAfter().toMillis()) {
+      meters.counter("rollcall.coordinator.outages").increment();
+      LOG.infof(
+          "no service replica ran for %d ms: %d live leases renewed, so that none is declared dead"
+              + " for the service's absence",
+          beat.gapMs(), beat.renewed());
+    }
+  }
+
+  /** Before the first request: the first replica back renews the leases that lapsed meanwhile. */
+  void onStart(@Observes StartupEvent event) {
+    if (Intervals.orOff(config.reaperInterval()).isPresent()) {
+      try {
+        beat().await().atMost(Duration.ofSeconds(30));
+      } catch (RuntimeException e) {
+        // The database may not be up yet: the scheduled beats will find the gap.
+        LOG.warnf("the first beat failed (%s); the reaper's schedule beats again", e.getMessage());
+      }
+    }
+  }
+
+  @Scheduled(
+      identity = "rollcall-coordinator-beat",
+      every = Intervals.REAPER_SCHEDULE,
+      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
+  Uni<Void> scheduled() {
+    return beat()
+        .replaceWithVoid()
+        .onFailure()
+        .recoverWithUni(
+            e -> {
+              LOG.debugf("coordinator beat failed: %s", e.getMessage());
+              return Uni.createFrom().voidItem();
+            });
+  }
+}

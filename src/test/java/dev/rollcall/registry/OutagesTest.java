@@ -1,0 +1,65 @@
+package dev.rollcall.registry;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.recovery.Reaper;
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
+import jakarta.inject.Inject;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A lease that ran out while no service replica was running is no evidence of death: the first beat
+ * back renews it; a lease that ran out while the service ran is a death as before.
+ */
+@ServiceTest
+class OutagesTest extends ApiTestBase {
+
+  @Inject Outages outages;
+  @Inject Reaper reaper;
+
+  @Test
+  void aLeaseThatRanOutWhileNoReplicaRanIsRenewedAndItsInstanceStaysLive() {
+    Instance live = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "live");
+    api.heartbeat(live, List.of("wrun_a")).expect(200);
+    // Rollcall was away for a minute: nobody could answer the instance's heartbeats.
+    Db.update(
+        "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now() - interval '1 minute')"
+            + " ON CONFLICT (one) DO UPDATE SET beat_at = excluded.beat_at");
+    TimeTravel.leaseExpired(live);
+
+    Outages.Beat beat = outages.beat().await().indefinitely();
+
+    assertTrue(beat.gapMs() >= 60_000, "gap " + beat.gapMs());
+    assertTrue(beat.renewed() >= 1, "renewed " + beat.renewed());
+    reaper.runOnce().await().indefinitely();
+    assertEquals(List.of("live"), state(live));
+    api.heartbeat(live).expect(200);
+    // The next beat finds no gap: nothing more is renewed.
+    assertEquals(0, outages.beat().await().indefinitely().renewed());
+    api.leave(live).expect(204);
+  }
+
+  @Test
+  void aLeaseThatRanOutWhileTheServiceRanIsADeath() {
+    Instance victim = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "victim");
+    api.heartbeat(victim, List.of("wrun_b")).expect(200);
+    outages.beat().await().indefinitely();
+    TimeTravel.leaseExpired(victim);
+
+    assertEquals(0, outages.beat().await().indefinitely().renewed());
+    reaper.runOnce().await().indefinitely();
+    assertEquals(List.of("dead"), state(victim));
+  }
+
+  static List<String> state(Instance instance) {
+    return Db.column("SELECT state FROM rollcall.instances WHERE id = ?", instance.id());
+  }
+}
