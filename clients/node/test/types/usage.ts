@@ -1,4 +1,4 @@
-// Compiled (never run) by `npm test`: the README's wiring must type-check against index.d.ts.
+// Compiled (never run) by `npm test`, with the code blocks of the docs (snippets.mjs): the wiring must type-check against index.d.ts.
 import pg from 'pg';
 import { createWorld } from '@workflow/world-postgres';
 import { reenqueueActiveRuns } from '@workflow/world';

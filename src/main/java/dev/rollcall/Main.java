@@ -2,11 +2,13 @@ package dev.rollcall;
 
 import dev.rollcall.demo.EmbeddedDatabase;
 import dev.rollcall.demo.Startup;
+import dev.rollcall.metrics.SqlClientGauges;
 import io.quarkus.runtime.Quarkus;
 import io.quarkus.runtime.QuarkusApplication;
 import io.quarkus.runtime.annotations.QuarkusMain;
 import java.util.HashMap;
 import java.util.Map;
+import org.eclipse.microprofile.config.ConfigProvider;
 import org.jboss.logging.Logger;
 
 /**
@@ -18,11 +20,14 @@ import org.jboss.logging.Logger;
 @QuarkusMain
 public class Main {
 
+  /** The embedded demo database this process started, if any. */
+  private static volatile EmbeddedDatabase embedded;
+
   /** Entry point. */
   public static void main(String... args) {
     Map<String, String> properties = new HashMap<>();
     System.getProperties().forEach((k, v) -> properties.put(String.valueOf(k), String.valueOf(v)));
-    EmbeddedDatabase embedded =
+    embedded =
         switch (Startup.decide(properties, System.getenv())) {
           case CONFIGURED -> null;
           case EMBEDDED_DEMO -> EmbeddedDatabase.start();
@@ -32,6 +37,7 @@ public class Main {
             yield null;
           }
         };
+    SqlClientGauges.onGlobalRegistry();
     Quarkus.run(
         Service.class,
         (code, failure) -> {
@@ -46,10 +52,18 @@ public class Main {
         args);
   }
 
-  /** Runs until asked to stop. */
+  /** Runs until asked to stop; the demo first says, under Quarkus' "Listening", what to do. */
   public static class Service implements QuarkusApplication {
     @Override
     public int run(String... args) {
+      EmbeddedDatabase demo = embedded;
+      if (demo != null) {
+        int port =
+            ConfigProvider.getConfig()
+                .getOptionalValue("quarkus.http.port", Integer.class)
+                .orElse(8080);
+        Logger.getLogger(Main.class).info(demo.banner(port));
+      }
       Quarkus.waitForExit();
       return 0;
     }

@@ -8,8 +8,9 @@ import java.util.Map;
 import java.util.Optional;
 
 /**
- * Every setting of the service, under the prefix {@code rollcall}. The README's configuration table
- * lists the same keys and defaults; {@code ConfigDocumentationTest} keeps the two in step.
+ * Every setting of the service, under the prefix {@code rollcall}. The configuration table of
+ * docs/operations.md lists the same keys and defaults; {@code ConfigDocumentationTest} keeps the
+ * two in step.
  */
 @ConfigMapping(prefix = "rollcall")
 public interface RollcallConfig {

@@ -42,9 +42,22 @@ public final class EmbeddedDatabase implements AutoCloseable {
   /** Active runs in the demo table; as many terminal runs sit beside them. */
   public static final int DEMO_ACTIVE_RUNS = 3000;
 
+  /**
+   * The embedded library logs every line of initdb and of the server at INFO: a first screen of
+   * forty lines before the service has said anything. Its loggers stay above INFO; their warnings
+   * still show. Held here so that the level is not lost with a collected logger.
+   */
+  private static final java.util.logging.Logger LIBRARY_LOG =
+      java.util.logging.Logger.getLogger("io.zonky.test.db.postgres");
+
+  private static final String LIBRARY_CATEGORY =
+      "quarkus.log.category.\"io.zonky.test.db.postgres\".level";
+
   private final Closeable postgres;
   private final int port;
   private final DataSource postgresDatabase;
+  private String adminToken;
+  private boolean tokenMadeUp;
 
   private EmbeddedDatabase(Closeable postgres, int port, DataSource postgresDatabase) {
     this.postgres = postgres;
@@ -54,6 +67,7 @@ public final class EmbeddedDatabase implements AutoCloseable {
 
   /** Starts the embedded database, seeds the demo and points the service's settings at it. */
   public static EmbeddedDatabase start() {
+    quiet();
     ClassLoader loader = library();
     Thread thread = Thread.currentThread();
     ClassLoader previous = thread.getContextClassLoader();
@@ -76,6 +90,22 @@ public final class EmbeddedDatabase implements AutoCloseable {
       throw new IllegalStateException("the embedded PostgreSQL library is unusable", e);
     } finally {
       thread.setContextClassLoader(previous);
+    }
+  }
+
+  /**
+   * Keeps the first screen short: the library's output (initdb, the server's log) below INFO, now
+   * and once Quarkus configures logging, and Flyway down to its one summary line ({@link
+   * OneFlywayLine}). Settings the user gave win.
+   */
+  private static void quiet() {
+    LIBRARY_LOG.setLevel(java.util.logging.Level.WARNING);
+    if (System.getProperty(LIBRARY_CATEGORY) == null) {
+      System.setProperty(LIBRARY_CATEGORY, "WARN");
+    }
+    if (System.getProperty(OneFlywayLine.SETTING) == null
+        && System.getenv("QUARKUS_LOG_CONSOLE_FILTER") == null) {
+      System.setProperty(OneFlywayLine.SETTING, OneFlywayLine.NAME);
     }
   }
 
@@ -152,22 +182,22 @@ public final class EmbeddedDatabase implements AutoCloseable {
           .forEach((k, v) -> System.setProperty("rollcall.namespaces.\"demo\"." + k, v));
     }
     // The console needs an admin token: the demo makes one up unless one is set.
-    String token =
-        System.getProperty("rollcall.admin.token", System.getenv("ROLLCALL_ADMIN_TOKEN"));
-    if (token == null) {
+    adminToken = System.getProperty("rollcall.admin.token", System.getenv("ROLLCALL_ADMIN_TOKEN"));
+    if (adminToken == null) {
       byte[] random = new byte[16];
       new SecureRandom().nextBytes(random);
-      token = "demo-admin-" + HexFormat.of().formatHex(random);
-      System.setProperty("rollcall.admin.token", token);
-      LOG.infof("Demo admin token: %s (open http://localhost:8080/ and sign in with it)", token);
+      adminToken = "demo-admin-" + HexFormat.of().formatHex(random);
+      tokenMadeUp = true;
+      System.setProperty("rollcall.admin.token", adminToken);
     }
-    LOG.infof(
-        "Demo: started an embedded PostgreSQL on port %d (user postgres,"
-            + " database postgres) with namespace 'demo' over demo.runs (%d active runs)."
-            + " Register with: curl -s -X POST localhost:8080/instances"
-            + " -H 'Authorization: Bearer %s' -H 'Content-Type: application/json'"
-            + " -d '{\"namespace\":\"demo\",\"deploymentId\":\"d1\",\"name\":\"me\"}'",
-        port, DEMO_ACTIVE_RUNS, DEMO_SECRET);
+  }
+
+  /**
+   * What a person at the terminal needs once the service listens: where the console is, the admin
+   * token, a request to try and how to stop. Logged once, after Quarkus' own "Listening" line.
+   */
+  public String banner(int httpPort) {
+    return Banner.text(httpPort, port, tokenMadeUp ? adminToken : null);
   }
 
   private static boolean namespacesConfigured() {

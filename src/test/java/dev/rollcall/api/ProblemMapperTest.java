@@ -24,8 +24,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Which failures are the database being unavailable (503) rather than a bug (500), and how domain
- * problems get their slug, title and status (from their {@link ProblemType}, which the README table
- * must list).
+ * problems get their slug, title and status (from their {@link ProblemType}, which the protocol
+ * page's table must list).
  */
 @Tag("unit")
 class ProblemMapperTest {
@@ -69,11 +69,11 @@ class ProblemMapperTest {
   }
 
   @Test
-  void theReadmeTableListsEveryProblemTypeWithItsStatus() throws IOException {
+  void theProtocolPageListsEveryProblemTypeWithItsStatus() throws IOException {
     Map<String, Integer> documented = new TreeMap<>();
     boolean inTable = false;
-    for (String line : Files.readAllLines(Path.of("README.md"))) {
-      if (line.equals("### Problem types")) {
+    for (String line : Files.readAllLines(Path.of("docs", "protocol.md"))) {
+      if (line.equals("## Problem types")) {
         inTable = true;
       } else if (inTable && line.startsWith("| `")) {
         String[] cells = line.split("\\|");

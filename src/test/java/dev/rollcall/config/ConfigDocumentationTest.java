@@ -16,14 +16,20 @@ import java.util.TreeMap;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
-/** The README's configuration table lists every key of {@link RollcallConfig}, with its default. */
+/**
+ * The configuration reference (docs/operations.md) lists every key of {@link RollcallConfig}, with
+ * its default.
+ */
 @Tag("unit")
 class ConfigDocumentationTest {
 
+  /** The page that holds the configuration table. */
+  static final Path REFERENCE = Path.of("docs", "operations.md");
+
   @Test
-  void theReadmeDocumentsEveryKeyAndEveryDefault() throws IOException {
+  void theConfigurationReferenceDocumentsEveryKeyAndEveryDefault() throws IOException {
     Map<String, String> documented = new TreeMap<>();
-    for (String line : Files.readAllLines(Path.of("README.md"))) {
+    for (String line : Files.readAllLines(REFERENCE)) {
       if (line.startsWith("| `rollcall.")) {
         String[] cells = line.split("\\|");
         documented.put(strip(cells[1]), strip(cells[2]));
@@ -33,7 +39,7 @@ class ConfigDocumentationTest {
     String prefix = RollcallConfig.class.getAnnotation(ConfigMapping.class).prefix();
     walk(RollcallConfig.class, prefix, declared);
 
-    assertEquals(declared.keySet(), documented.keySet(), "keys in the README table");
+    assertEquals(declared.keySet(), documented.keySet(), "keys in the table of " + REFERENCE);
     List<String> wrongDefaults = new ArrayList<>();
     declared.forEach(
         (key, def) -> {
@@ -44,7 +50,7 @@ class ConfigDocumentationTest {
     assertEquals(List.of(), wrongDefaults);
   }
 
-  private static void walk(Class<?> type, String prefix, Map<String, String> keys) {
+  static void walk(Class<?> type, String prefix, Map<String, String> keys) {
     for (Method m : type.getDeclaredMethods()) {
       if (m.isDefault() || m.isSynthetic()) {
         continue; // derived values, not settings

@@ -26,13 +26,13 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * The classifier's decision table is the README's verdicts table: each row's proof decides that
- * row's verdict and reason, and a row wins over every row below it.
+ * The classifier's decision table is the verdicts table of docs/recovery-model.md: each row's proof
+ * decides that row's verdict and reason, and a row wins over every row below it.
  */
 @Tag("unit")
 class DecisionTableTest {
 
-  /** One row of the README's table. */
+  /** One row of the verdicts table. */
   record Row(String order, String proof, Disposition disposition, Reason reason) {
     @Override
     public String toString() {
@@ -40,7 +40,7 @@ class DecisionTableTest {
     }
   }
 
-  /** The facts that make each row's proof hold, by the row's order in the README. */
+  /** The facts that make each row's proof hold, by the row's order in the table. */
   private static final Map<String, Set<String>> PROOF =
       Map.ofEntries(
           Map.entry("1", Set.of("owned")),
@@ -56,8 +56,8 @@ class DecisionTableTest {
           Map.entry("—", Set.of("unclassified")));
 
   /**
-   * Later rows that cannot hold with a row's proof (the README's "unless row 6", "no step pending
-   * or running and no wait due", and rows that need the engine's state, which an unclassified page
+   * Later rows that cannot hold with a row's proof (the table's "unless row 6", "no step pending or
+   * running and no wait due", and rows that need the engine's state, which an unclassified page
    * lacks).
    */
   private static final Map<String, Set<String>> EXCLUDES =
@@ -73,13 +73,13 @@ class DecisionTableTest {
       List.of("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "—");
 
   static List<Row> readmeRows() throws IOException {
-    List<String> lines = Files.readAllLines(Path.of("README.md"));
-    int start = lines.indexOf("### Verdicts: what a pass does with each run");
-    assertTrue(start >= 0, "the README's verdicts section");
+    List<String> lines = Files.readAllLines(Path.of("docs", "recovery-model.md"));
+    int start = lines.indexOf("## Verdicts: what a pass does with each run");
+    assertTrue(start >= 0, "the verdicts section of docs/recovery-model.md");
     Pattern row = Pattern.compile("^\\| (\\d+|—) \\| (.*) \\| (.*?) \\| `([a-z-]+)`.*\\|$");
     List<Row> rows = new ArrayList<>();
     for (String line : lines.subList(start, lines.size())) {
-      if (line.startsWith("### ") && !rows.isEmpty()) {
+      if (line.startsWith("## ") && !rows.isEmpty()) {
         break;
       }
       Matcher m = row.matcher(line);
