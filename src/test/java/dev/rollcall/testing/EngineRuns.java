@@ -246,14 +246,7 @@ public final class EngineRuns {
    * before the second).
    */
   public String tornStepCompleted() {
-    return seed(
-        (s, runId) -> {
-          s.createRun(runId);
-          s.startRun(runId);
-          String step = s.createStep(runId);
-          s.startStep(runId, step, null);
-          s.tearStep(runId, step, "completed");
-        });
+    return tornStep("completed");
   }
 
   /**
@@ -276,13 +269,17 @@ public final class EngineRuns {
 
   /** Like {@link #tornStepCompleted()}, the row {@code failed} with its error, no event. */
   public String tornStepFailed() {
+    return tornStep("failed");
+  }
+
+  private String tornStep(String status) {
     return seed(
         (s, runId) -> {
           s.createRun(runId);
           s.startRun(runId);
           String step = s.createStep(runId);
           s.startStep(runId, step, null);
-          s.tearStep(runId, step, "failed");
+          s.tearStep(runId, step, status);
         });
   }
 
