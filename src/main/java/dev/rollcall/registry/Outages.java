@@ -42,14 +42,15 @@ public class Outages {
   }
 
   /**
-   * A gap between beats longer than this is an outage: a heartbeat interval without any replica
-   * (heartbeats may have gone unanswered), and never less than three reaper intervals (a replica's
-   * own schedule may slip by one or two).
+   * A gap between beats longer than this is an outage: long enough for a live instance's lease to
+   * run out unanswered (its last answered heartbeat came at most one heartbeat interval before the
+   * gap, and its lease lasts a TTL from it), and never less than three reaper intervals (a
+   * replica's own schedule may slip by one or two).
    */
   Duration outageAfter() {
     Duration reaper = config.reaperIntervalOrDefault().multipliedBy(3);
-    Duration beat = config.heartbeatInterval();
-    return reaper.compareTo(beat) > 0 ? reaper : beat;
+    Duration unanswered = config.leaseTtl().minus(config.heartbeatInterval());
+    return reaper.compareTo(unanswered) > 0 ? reaper : unanswered;
   }
 
   /**
@@ -73,13 +74,21 @@ public class Outages {
                           Uni<Long> renewed =
                               gap <= outageMs
                                   ? Uni.createFrom().item(0L)
+                                  // Only instances live when the service was last seen and
+                                  // heartbeating up to then: a dead one's last beat falls behind,
+                                  // so outages one after another renew it for a TTL at most.
                                   : conn.preparedQuery(
                                           "UPDATE rollcall.instances"
                                               + " SET lease_expires_at = now()"
                                               + "   + $1::bigint * interval '1 millisecond'"
-                                              + " WHERE state = 'live' AND lease_expires_at"
-                                              + "   < now() + $1::bigint * interval '1 millisecond'")
-                                      .execute(Tuple.of(ttlMs))
+                                              + " WHERE state = 'live'"
+                                              + " AND lease_expires_at"
+                                              + "   < now() + $1::bigint * interval '1 millisecond'"
+                                              + " AND lease_expires_at > now()"
+                                              + "   - $2::bigint * interval '1 millisecond'"
+                                              + " AND last_heartbeat_at > now()"
+                                              + "   - ($2 + $1)::bigint * interval '1 millisecond'")
+                                      .execute(Tuple.of(ttlMs, gap))
                                       .map(r -> (long) r.rowCount());
                           return renewed.chain(
                               n ->

@@ -104,6 +104,13 @@ public interface RunSource {
   }
 
   /**
+   * True when this engine can tear a write, so that {@link #mendTorn} has something to look for.
+   */
+  default boolean tearsWrites() {
+    return false;
+  }
+
+  /**
    * Repairs only the torn steps of these runs that one of {@code ownerMessages} (the dead
    * instance's) executed inline, in runs a live instance executes too; see {@link #mendTorn}.
    */

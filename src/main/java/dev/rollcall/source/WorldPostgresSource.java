@@ -279,6 +279,11 @@ public final class WorldPostgresSource implements RunSource {
   }
 
   @Override
+  public boolean tearsWrites() {
+    return true;
+  }
+
+  @Override
   public Uni<List<Mend>> mendTorn(SqlClient client, Collection<String> runIds) {
     return tears.mend(client, runIds);
   }

@@ -11,6 +11,7 @@ import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
 import jakarta.inject.Inject;
+import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
@@ -45,6 +46,26 @@ class OutagesTest extends ApiTestBase {
     // The next beat finds no gap: nothing more is renewed.
     assertEquals(0, outages.beat().await().indefinitely().renewed());
     api.leave(live).expect(204);
+  }
+
+  @Test
+  void aLeaseThatRanOutBeforeTheOutageIsStillADeath() {
+    Instance dead = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "dead");
+    api.heartbeat(dead, List.of("wrun_c")).expect(200);
+    // It stopped beating two minutes ago; Rollcall was last seen one minute ago.
+    Db.update(
+        "UPDATE rollcall.instances SET last_heartbeat_at = now() - interval '130 seconds'"
+            + " WHERE id = ?",
+        dead.id());
+    TimeTravel.leaseExpired(dead, Duration.ofMinutes(2));
+    Db.update(
+        "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now() - interval '1 minute')"
+            + " ON CONFLICT (one) DO UPDATE SET beat_at = excluded.beat_at");
+
+    outages.beat().await().indefinitely();
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals(List.of("dead"), state(dead));
   }
 
   @Test
