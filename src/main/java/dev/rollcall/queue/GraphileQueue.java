@@ -2,7 +2,7 @@ package dev.rollcall.queue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.rollcall.registry.Liveness;
+import dev.rollcall.sql.Liveness;
 import dev.rollcall.sql.Sql;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;

@@ -9,6 +9,7 @@ import dev.rollcall.error.Problems.UnknownNamespace;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.source.RunSources;
+import dev.rollcall.sql.Liveness;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.mutiny.sqlclient.Pool;

@@ -1,5 +1,6 @@
 package dev.rollcall.registry;
 
+import dev.rollcall.sql.Liveness;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import java.sql.Connection;
