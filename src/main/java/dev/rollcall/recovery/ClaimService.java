@@ -1,5 +1,7 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.concurrency.Gate;
+import dev.rollcall.concurrency.Lanes;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems.SourceUnavailable;

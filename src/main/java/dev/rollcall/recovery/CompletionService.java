@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.concurrency.Gate;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.Problems.BatchNotFound;
 import dev.rollcall.error.Problems.Forbidden;
