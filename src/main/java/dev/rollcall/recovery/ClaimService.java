@@ -8,7 +8,7 @@ import dev.rollcall.error.Problems.SourceUnavailable;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.Caller;
-import dev.rollcall.registry.InstanceService;
+import dev.rollcall.registry.InstanceGuards;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
 import dev.rollcall.source.ScannedRun;
@@ -76,6 +76,7 @@ public class ClaimService {
 
   private final Gate gate;
   private final PassEvidence evidence;
+  private final InstanceGuards guards;
 
   ClaimService(
       Pool pool,
@@ -89,7 +90,9 @@ public class ClaimService {
       RecoveryMetrics metrics,
       Wakeups wakeups,
       Gate gate,
-      PassEvidence evidence) {
+      PassEvidence evidence,
+      InstanceGuards guards) {
+    this.guards = guards;
     this.wakeups = wakeups;
     this.evidence = evidence;
     this.gate = gate;
@@ -301,7 +304,7 @@ public class ClaimService {
    * Anything else (empty) takes the usual way, whose first look answers it and refuses an instance
    * that is not live.
    *
-   * <p>The liveness is read without the row lock of {@link InstanceService#requireLive}: "done"
+   * <p>The liveness is read without the row lock of {@link InstanceGuards#requireLive}: "done"
    * hands nothing out, so there is nothing a concurrent death or leave must wait for. A claim
    * racing its own instance's death may be told "done", as a woken claim sharing another's look may
    * ({@link #look}); the instance learns it was fenced at its next heartbeat or claim.
@@ -430,7 +433,8 @@ public class ClaimService {
    */
   private Uni<Optional<Plan>> firstLook(
       SqlClient conn, RunSource source, Caller caller, int maxRuns) {
-    return InstanceService.requireLive(conn, caller.instanceId())
+    return guards
+        .requireLive(conn, caller.instanceId())
         .chain(() -> bootRecoveryOn(conn, caller.namespace()))
         .chain(
             on ->
@@ -704,7 +708,8 @@ public class ClaimService {
   private Uni<Served> lockAndStep(
       SqlClient conn, RunSource source, Caller caller, Epoch view, int maxRuns, boolean readAhead) {
     if (!scansAhead(view) || !(readAhead || scannerLimit() <= 0)) {
-      return InstanceService.requireLive(conn, caller.instanceId())
+      return guards
+          .requireLive(conn, caller.instanceId())
           .chain(() -> epochs.lock(conn, view.id()))
           .invoke(this::rememberIfClosed)
           .invoke(() -> metrics.epochLock(caller.namespace(), "queued"))
@@ -714,7 +719,7 @@ public class ClaimService {
     return Uni.combine()
         .all()
         .unis(
-            InstanceService.requireLive(conn, caller.instanceId()).replaceWith(true),
+            guards.requireLive(conn, caller.instanceId()).replaceWith(true),
             epochs.lock(conn, view.id()),
             batches.scanners(conn, view.id(), caller.instanceId()),
             unavailableIfFails(
@@ -793,7 +798,8 @@ public class ClaimService {
             () ->
                 pool.withTransaction(
                     conn ->
-                        InstanceService.requireLive(conn, caller.instanceId())
+                        guards
+                            .requireLive(conn, caller.instanceId())
                             .chain(() -> unavailableIfFails(source, source.snapshot(conn)))
                             .chain(
                                 snapshot ->
@@ -961,7 +967,8 @@ public class ClaimService {
     // a poison range: its runs are handed out unclassified (fail open), so it cannot hold its
     // epoch open for ever.
     boolean failOpen = work.range().poison(config.batch().maxAttempts());
-    return InstanceService.requireLive(conn, caller.instanceId())
+    return guards
+        .requireLive(conn, caller.instanceId())
         .chain(() -> rangeRuns(conn, source, work))
         .chain(
             known ->

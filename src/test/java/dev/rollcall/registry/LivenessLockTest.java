@@ -40,7 +40,7 @@ class LivenessLockTest extends ApiTestBase {
     Connection conn = Db.database().connect();
     conn.setAutoCommit(false);
     try (PreparedStatement st =
-        conn.prepareStatement(InstanceService.LIVE_CHECK.replace("$1", "?"))) {
+        conn.prepareStatement(InstanceGuards.LIVE_CHECK.replace("$1", "?"))) {
       st.setObject(1, instance.id());
       st.executeQuery().close();
     }

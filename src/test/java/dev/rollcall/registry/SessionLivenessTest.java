@@ -204,7 +204,7 @@ class SessionLivenessTest extends ApiTestBase {
       // A claim's liveness check, held open: the death must not commit half-way through it.
       claim.setAutoCommit(false);
       try (PreparedStatement st =
-          claim.prepareStatement(InstanceService.LIVE_CHECK.replace("$1", "?"))) {
+          claim.prepareStatement(InstanceGuards.LIVE_CHECK.replace("$1", "?"))) {
         st.setObject(1, h.instance().id());
         st.executeQuery().close();
       }
