@@ -4,6 +4,7 @@ import static com.tngtech.archunit.base.DescribedPredicate.not;
 import static com.tngtech.archunit.core.domain.JavaClass.Predicates.assignableTo;
 import static com.tngtech.archunit.core.domain.JavaClass.Predicates.resideInAnyPackage;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.classes;
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.methods;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 import static com.tngtech.archunit.library.Architectures.layeredArchitecture;
 import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
@@ -13,11 +14,14 @@ import com.tngtech.archunit.base.DescribedPredicate;
 import com.tngtech.archunit.core.domain.Dependency;
 import com.tngtech.archunit.core.domain.JavaClass;
 import com.tngtech.archunit.core.domain.JavaClasses;
+import com.tngtech.archunit.core.domain.JavaMethod;
+import com.tngtech.archunit.core.domain.JavaModifier;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
 import com.tngtech.archunit.lang.ArchCondition;
 import com.tngtech.archunit.lang.ConditionEvents;
 import com.tngtech.archunit.lang.SimpleConditionEvent;
+import com.tngtech.archunit.library.Architectures.LayeredArchitecture;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -26,6 +30,7 @@ import java.time.Instant;
 import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -75,52 +80,19 @@ class ArchitectureTest {
   // ---------------------------------------------------------------------------------------------
   // The layers: who may use whom. Read top to bottom: HTTP, then services, then what they share.
 
-  @Test
-  void eachPackageUsesOnlyThePackagesTheMapAllows() {
-    layeredArchitecture()
-        .consideringOnlyDependenciesInLayers()
-        .layer("main")
-        .definedBy(ROOT)
-        .layer("api")
-        .definedBy(ROOT + ".api..")
-        .layer("admin")
-        .definedBy(ROOT + ".admin..")
-        .layer("health")
-        .definedBy(ROOT + ".health..")
-        .layer("recovery")
-        .definedBy(ROOT + ".recovery..")
-        .layer("registry")
-        .definedBy(ROOT + ".registry..")
-        .layer("source")
-        .definedBy(ROOT + ".source..")
-        .layer("queue")
-        .definedBy(ROOT + ".queue..")
-        .layer("model")
-        .definedBy(ROOT + ".model..")
-        .layer("metrics")
-        .definedBy(ROOT + ".metrics..")
-        .layer("concurrency")
-        .definedBy(ROOT + ".concurrency..")
-        .layer("sql")
-        .definedBy(ROOT + ".sql..")
-        .layer("config")
-        .definedBy(ROOT + ".config..")
-        .layer("error")
-        .definedBy(ROOT + ".error..")
-        .layer("demo")
-        .definedBy(ROOT + ".demo..")
-        // The entry point starts the demo's database when asked to, before the service boots.
-        .whereLayer("main")
-        .mayOnlyAccessLayers("demo")
-        // Resources parse, call one service and map the result.
-        .whereLayer("api")
-        .mayOnlyAccessLayers("admin", "recovery", "registry", "config", "error")
-        .whereLayer("admin")
-        .mayOnlyAccessLayers("model", "registry", "source", "config", "error")
-        .whereLayer("health")
-        .mayOnlyAccessLayers("source")
-        .whereLayer("recovery")
-        .mayOnlyAccessLayers(
+  /**
+   * Each package and the packages it may use, as the table of {@code docs/architecture.md} lists
+   * them. The root package's {@code Main} may start the demo's database before the service boots.
+   */
+  private static final Map<String, List<String>> USES = new LinkedHashMap<>();
+
+  static {
+    USES.put("api", List.of("admin", "recovery", "registry", "config", "error"));
+    USES.put("admin", List.of("model", "registry", "source", "config", "error"));
+    USES.put("health", List.of("source"));
+    USES.put(
+        "recovery",
+        List.of(
             "registry",
             "source",
             "queue",
@@ -129,29 +101,68 @@ class ArchitectureTest {
             "concurrency",
             "sql",
             "config",
-            "error")
-        // The registry learns an instance's queue workers through its namespace's source.
-        .whereLayer("registry")
-        .mayOnlyAccessLayers("source", "queue", "metrics", "sql", "config", "error")
-        .whereLayer("source")
-        .mayOnlyAccessLayers("queue", "sql", "config", "error")
-        .whereLayer("queue")
-        .mayOnlyAccessLayers("sql")
-        .whereLayer("model")
-        .mayNotAccessAnyLayer()
-        .whereLayer("metrics")
-        .mayNotAccessAnyLayer()
-        .whereLayer("concurrency")
-        .mayNotAccessAnyLayer()
-        .whereLayer("sql")
-        .mayNotAccessAnyLayer()
-        .whereLayer("config")
-        .mayNotAccessAnyLayer()
-        .whereLayer("error")
-        .mayNotAccessAnyLayer()
-        .whereLayer("demo")
-        .mayNotAccessAnyLayer()
-        .check(MAIN);
+            "error"));
+    // The registry learns an instance's queue workers through its namespace's source.
+    USES.put("registry", List.of("source", "queue", "metrics", "sql", "config", "error"));
+    USES.put("source", List.of("queue", "sql", "config", "error"));
+    USES.put("queue", List.of("sql"));
+    for (String leaf :
+        List.of("model", "metrics", "concurrency", "sql", "config", "error", "demo")) {
+      USES.put(leaf, List.of());
+    }
+  }
+
+  @Test
+  void eachPackageUsesOnlyThePackagesTheMapAllows() {
+    LayeredArchitecture layers =
+        layeredArchitecture().consideringOnlyDependenciesInLayers().layer("main").definedBy(ROOT);
+    for (String p : USES.keySet()) {
+      layers = layers.layer(p).definedBy(ROOT + "." + p + "..");
+    }
+    layers = layers.whereLayer("main").mayOnlyAccessLayers("demo");
+    for (Map.Entry<String, List<String>> e : USES.entrySet()) {
+      layers =
+          e.getValue().isEmpty()
+              ? layers.whereLayer(e.getKey()).mayNotAccessAnyLayer()
+              : layers
+                  .whereLayer(e.getKey())
+                  .mayOnlyAccessLayers(e.getValue().toArray(String[]::new));
+    }
+    layers.check(MAIN);
+  }
+
+  private static final Pattern MAP_ROW =
+      Pattern.compile("^\\| `([a-z]+)` \\|.*\\| ([^|]*) \\|$", Pattern.MULTILINE);
+
+  @Test
+  void theMapInTheDocsListsThePackagesAndWhatEachUses() throws IOException {
+    Map<String, List<String>> documented = new LinkedHashMap<>();
+    String doc = Files.readString(Path.of("docs", "architecture.md"));
+    int start = doc.indexOf("## Packages");
+    String section = doc.substring(start, doc.indexOf("\n## ", start + 1));
+    Matcher m = MAP_ROW.matcher(section);
+    while (m.find()) {
+      String uses = m.group(2).trim();
+      documented.put(
+          m.group(1),
+          uses.equals("—")
+              ? List.of()
+              : Stream.of(uses.split(",")).map(u -> u.trim().replace("`", "")).toList());
+    }
+    assertEquals(USES, documented, "docs/architecture.md, \"Packages\", and the rules");
+  }
+
+  /** Every package under the root is on the map. */
+  @Test
+  void everyPackageIsOnTheMap() {
+    Set<String> packages = new TreeSet<>();
+    for (JavaClass c : MAIN) {
+      String name = c.getPackageName();
+      if (name.startsWith(ROOT + ".")) {
+        packages.add(name.substring(ROOT.length() + 1).split("\\.")[0]);
+      }
+    }
+    assertEquals(new TreeSet<>(USES.keySet()), packages);
   }
 
   @Test
@@ -328,6 +339,52 @@ class ArchitectureTest {
 
   private static Table table(String name) {
     return new Table(name, List.of(), Map.of());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Methods a reader can follow.
+
+  /**
+   * Methods that take more than five parameters today, each waiting for the context object that
+   * names what they share (a claim's caller, source, order and limits); no other may join them.
+   */
+  private static final Set<String> LONG_PARAMETER_LISTS =
+      Set.of(
+          "recovery.ClaimService.beforeQueueing",
+          "recovery.ClaimService.lockAndStep",
+          "recovery.ClaimService.lockIfFree",
+          "recovery.ClaimService.lookAt",
+          "recovery.ClaimService.stepIfFree",
+          "recovery.ClaimService.stepWithPage",
+          "recovery.ClaimService.underLocks",
+          "recovery.Batches.handOut",
+          "recovery.Batches.relet",
+          "recovery.Batches.settleRange",
+          "recovery.Ledger.locksReleased",
+          "source.TableSource.page");
+
+  @Test
+  void noMethodTakesMoreThanFiveParameters() {
+    methods()
+        .that(
+            DescribedPredicate.describe(
+                "are not listed in LONG_PARAMETER_LISTS",
+                m ->
+                    !LONG_PARAMETER_LISTS.contains(
+                        m.getOwner().getName().substring(ROOT.length() + 1) + "." + m.getName())))
+        .and()
+        .doNotHaveModifier(JavaModifier.SYNTHETIC)
+        .should(
+            new ArchCondition<>("take at most five parameters") {
+              @Override
+              public void check(JavaMethod m, ConditionEvents events) {
+                int n = m.getRawParameterTypes().size();
+                events.add(
+                    new SimpleConditionEvent(
+                        m, n <= 5, m.getFullName() + " takes " + n + " parameters"));
+              }
+            })
+        .check(MAIN);
   }
 
   // ---------------------------------------------------------------------------------------------
