@@ -27,6 +27,7 @@ import java.util.OptionalLong;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 import org.jboss.logging.Logger;
 
@@ -243,8 +244,17 @@ public class ClaimService {
             });
   }
 
-  /** A claim's look that began at {@code started} (monotonic clock), its answer shared. */
-  private record LookUnderWay(long started, Uni<ClaimResult> answer) {}
+  /**
+   * A claim's look that began at {@code started} (monotonic clock), its answer shared; {@code
+   * sharing}: the other claims waiting for that answer now.
+   */
+  private record LookUnderWay(long started, Uni<ClaimResult> answer, AtomicInteger sharing) {}
+
+  /** Claims of this replica waiting for the answer of a look of the deploy now; a glance. */
+  int sharingLook(String namespace, String deploymentId) {
+    LookUnderWay under = looks.get(ClosedEpochs.deploy(namespace, deploymentId));
+    return under == null ? 0 : under.sharing().get();
+  }
 
   /**
    * One look of a held claim. A notice that an epoch closed wakes every waiting claim of the deploy
@@ -262,8 +272,11 @@ public class ClaimService {
     String deploy = ClosedEpochs.deploy(caller.namespace(), caller.deploymentId());
     LookUnderWay under = looks.get(deploy);
     if (wokenTogether != 0 && under != null && under.started() - wokenTogether >= 0) {
+      under.sharing().incrementAndGet();
       return under
           .answer()
+          .onTermination()
+          .invoke(under.sharing()::decrementAndGet)
           .onFailure()
           .recoverWithNull()
           .chain(
@@ -276,7 +289,10 @@ public class ClaimService {
               });
     }
     LookUnderWay mine =
-        new LookUnderWay(System.nanoTime(), decide(caller, maxRuns).memoize().indefinitely());
+        new LookUnderWay(
+            System.nanoTime(),
+            decide(caller, maxRuns).memoize().indefinitely(),
+            new AtomicInteger());
     looks.put(deploy, mine);
     return mine.answer().onTermination().invoke(() -> looks.remove(deploy, mine));
   }

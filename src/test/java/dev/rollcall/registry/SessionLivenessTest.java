@@ -12,6 +12,7 @@ import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -134,20 +135,17 @@ class SessionLivenessTest extends ApiTestBase {
         // not open
       }
     }
-    for (int i = 0; i < 500; i++) {
-      long lingering =
-          Db.number(
-              "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
-                  + " AND classid = "
-                  + SessionLiveness.CLASS_ID
-                  + "::oid AND NOT (pid::text = ANY (?::text[]))",
-              (Object) open.toArray(String[]::new));
-      if (lingering == 0) {
-        return;
-      }
-      Thread.sleep(10);
-    }
-    throw new AssertionError("closed test sessions still hold their locks");
+    Poll.until(
+        "the backends of closed test sessions let go of their locks",
+        Duration.ofSeconds(5),
+        () ->
+            Db.number(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+                        + " AND classid = "
+                        + SessionLiveness.CLASS_ID
+                        + "::oid AND NOT (pid::text = ANY (?::text[]))",
+                    (Object) open.toArray(String[]::new))
+                == 0);
   }
 
   Reaper.Pass check(Rules rules) throws InterruptedException {
@@ -158,8 +156,19 @@ class SessionLivenessTest extends ApiTestBase {
   /** Two checks a confirm apart: what it takes to condemn a lost session. */
   Reaper.Pass twoChecks(Rules rules) throws InterruptedException {
     check(rules);
-    Thread.sleep(rules.lossConfirm().toMillis() + 50);
+    aConfirmPassed(rules);
     return check(rules);
+  }
+
+  /**
+   * A loss confirmation's time passes for every sighting of a lost lock, by the database's clock:
+   * the sightings move that far into the past (and a little more), as they would by waiting.
+   */
+  static void aConfirmPassed(Rules rules) {
+    Db.update(
+        "UPDATE rollcall.instances SET session_missing_since = session_missing_since"
+            + " - ?::bigint * interval '1 millisecond' WHERE session_missing_since IS NOT NULL",
+        rules.lossConfirm().toMillis() + 50);
   }
 
   Held armed(String name) throws SQLException {
@@ -210,10 +219,11 @@ class SessionLivenessTest extends ApiTestBase {
       }
       h.session().close();
       check(FAST);
-      Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+      aConfirmPassed(FAST);
       awaitEnded();
       second = sessions.runOnce(FAST).subscribeAsCompletionStage();
-      Thread.sleep(1000);
+      // The end lock (FOR UPDATE) waits for the claim's liveness check (FOR KEY SHARE).
+      Db.awaitWaitingBehind(claim, "FOR UPDATE");
       assertFalse(second.isDone(), "the death waits for the claim in progress");
       assertEquals("live", column(h.instance(), "state"));
       claim.commit();
@@ -264,7 +274,7 @@ class SessionLivenessTest extends ApiTestBase {
     Connection again = Db.database().connect();
     opened.add(again);
     assertTrue(lock(again, h.classId(), h.objId()) > 0);
-    Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+    aConfirmPassed(FAST);
 
     check(FAST);
     assertEquals("live", column(h.instance(), "state"));
@@ -318,7 +328,7 @@ class SessionLivenessTest extends ApiTestBase {
         h.instance().id());
     check(FAST);
     assertEquals("live", column(h.instance(), "state"));
-    Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+    aConfirmPassed(FAST);
     check(FAST);
     assertEquals("dead", column(h.instance(), "state"), "a fresh sighting, confirmed");
   }
@@ -375,7 +385,7 @@ class SessionLivenessTest extends ApiTestBase {
     Held h = armed("raced");
     h.session().close();
     check(FAST);
-    Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+    aConfirmPassed(FAST);
 
     CompletableFuture<Reaper.Pass> a =
         sessions.runOnce(FAST).subscribeAsCompletionStage().toCompletableFuture();
