@@ -13,7 +13,6 @@ import dev.rollcall.admin.AdminViews.Page;
 import dev.rollcall.admin.AdminViews.RunCounts;
 import dev.rollcall.admin.AdminViews.RunLedger;
 import dev.rollcall.config.RollcallConfig;
-import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.error.Problems.NotFound;
 import dev.rollcall.model.Batch;
 import dev.rollcall.model.BatchRepository;
@@ -25,23 +24,18 @@ import dev.rollcall.model.InstanceRepository;
 import dev.rollcall.model.LedgerRow;
 import dev.rollcall.model.NamespaceSettingsRepository;
 import dev.rollcall.source.RunSources;
-import io.quarkus.hibernate.reactive.panache.Panache;
 import io.quarkus.hibernate.reactive.panache.common.WithSession;
 import io.quarkus.panache.common.Sort;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
-import java.nio.charset.StandardCharsets;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
-import java.util.Base64;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
-import org.hibernate.reactive.mutiny.Mutiny;
 
 /**
  * Read models of the admin API, read with Hibernate Reactive from the control plane's entities
@@ -51,9 +45,6 @@ import org.hibernate.reactive.mutiny.Mutiny;
  */
 @ApplicationScoped
 public class AdminService {
-
-  /** The largest page a list returns. */
-  static final int MAX_LIMIT = 500;
 
   private final InstanceRepository instances;
   private final EpochProgressRepository epochs;
@@ -97,7 +88,7 @@ public class AdminService {
             switches ->
                 // The state as the database's clock has it (a live one whose lease ran out is
                 // dead): Instance.shownState.
-                select(
+                Pages.select(
                         "select i.shownState, count(*) from Instance i where i.namespace = :ns"
                             + " group by i.shownState",
                         Map.of("ns", ns))
@@ -135,10 +126,10 @@ public class AdminService {
   @WithSession
   public Uni<Page<InstanceView>> instances(
       String namespace, String state, Integer limit, String cursor) {
-    int n = limit(limit);
-    Object[] after = cursor == null ? null : instanceCursor(decode(cursor));
-    Where where =
-        new Where()
+    int n = Pages.limit(limit);
+    Object[] after = cursor == null ? null : Pages.instanceCursor(Pages.decode(cursor));
+    Pages.Where where =
+        new Pages.Where()
             .and(namespace, "namespace = :namespace", "namespace")
             .and(state, "shownState = :state", "state");
     if (after != null) {
@@ -173,7 +164,7 @@ public class AdminService {
               if (items.size() > n) {
                 items = items.subList(0, n);
                 InstanceView last = items.get(n - 1);
-                next = encode(last.registeredAt() + "|" + last.id());
+                next = Pages.encode(last.registeredAt() + "|" + last.id());
               }
               return new Page<>(items, next);
             });
@@ -183,10 +174,10 @@ public class AdminService {
   @WithSession
   public Uni<Page<EpochView>> epochs(
       String namespace, String kind, String state, Integer limit, String cursor) {
-    int n = limit(limit);
-    Long after = cursor == null ? null : parseLong(decode(cursor));
-    Where where =
-        new Where()
+    int n = Pages.limit(limit);
+    Long after = cursor == null ? null : Pages.parseLong(Pages.decode(cursor));
+    Pages.Where where =
+        new Pages.Where()
             .and(namespace, "namespace = :namespace", "namespace")
             .and(kind, "kind = :kind", "kind")
             .and(state, "state = :state", "state")
@@ -197,7 +188,8 @@ public class AdminService {
         .list()
         .chain(
             rows -> {
-              String next = rows.size() > n ? encode(String.valueOf(rows.get(n - 1).id)) : null;
+              String next =
+                  rows.size() > n ? Pages.encode(String.valueOf(rows.get(n - 1).id)) : null;
               return views(rows.size() > n ? rows.subList(0, n) : rows)
                   .map(items -> new Page<>(items, next));
             });
@@ -227,26 +219,26 @@ public class AdminService {
       return Uni.createFrom().item(List.of());
     }
     Map<String, Object> ids = Map.of("ids", shown.stream().map(e -> e.id).toList());
-    return select(
+    return Pages.select(
             "select l.epochId, l.reason, count(distinct l.runId) from LedgerRow l"
                 + " where l.epochId in :ids and l.batchId is not null group by l.epochId, l.reason",
             ids)
         .chain(
             handedOut ->
-                select(
+                Pages.select(
                         "select c.epochId, c.reason, sum(c.runs) from EpochCount c"
                             + " where c.epochId in :ids and c.outcome = 'skipped'"
                             + " group by c.epochId, c.reason",
                         ids)
                     .chain(
                         skipped ->
-                            select(
+                            Pages.select(
                                     "select b.epochId, b.state, count(*) from Batch b"
                                         + " where b.epochId in :ids group by b.epochId, b.state",
                                     ids)
                                 .chain(
                                     batchStates ->
-                                        select(
+                                        Pages.select(
                                                 "select l.epochId, l.instanceId,"
                                                     + " count(distinct l.batchId), count(*)"
                                                     + " from LedgerRow l where l.epochId in :ids"
@@ -325,10 +317,12 @@ public class AdminService {
   /** The batches of an epoch, in the order they were cut. */
   @WithSession
   public Uni<Page<BatchView>> batches(long epochId, Integer limit, String cursor) {
-    int n = limit(limit);
-    Long after = cursor == null ? null : parseLong(decode(cursor));
-    Where where =
-        new Where().and(epochId, "epochId = :epoch", "epoch").and(after, "id > :after", "after");
+    int n = Pages.limit(limit);
+    Long after = cursor == null ? null : Pages.parseLong(Pages.decode(cursor));
+    Pages.Where where =
+        new Pages.Where()
+            .and(epochId, "epochId = :epoch", "epoch")
+            .and(after, "id > :after", "after");
     return epochs
         .count("id", epochId)
         .invoke(
@@ -363,7 +357,7 @@ public class AdminService {
               String next = null;
               if (items.size() > n) {
                 items = items.subList(0, n);
-                next = encode(String.valueOf(items.get(n - 1).id()));
+                next = Pages.encode(String.valueOf(items.get(n - 1).id()));
               }
               return new Page<>(items, next);
             });
@@ -377,13 +371,13 @@ public class AdminService {
   public Uni<RunLedger> run(String namespace, String runId) {
     sources.get(namespace);
     Map<String, Object> run = Map.of("ns", namespace, "run", runId);
-    return select(
+    return Pages.select(
             "select l, e.kind from LedgerRow l left join EpochProgress e on e.id = l.epochId"
                 + " where l.namespace = :ns and l.runId = :run order by l.id",
             run)
         .chain(
             written ->
-                select(
+                Pages.select(
                         "select h, e.kind from HandOutInFlight h, EpochProgress e"
                             + " where e.id = h.epochId and h.namespace = :ns and h.runId = :run"
                             + " order by h.batchId",
@@ -391,7 +385,7 @@ public class AdminService {
                     .map(inFlight -> entries(written, inFlight)))
         .chain(
             entries -> {
-              return select(
+              return Pages.select(
                       "select o.instanceId, o.reportedAt from OwnedRun o"
                           + " join Instance i on i.id = o.instanceId"
                           + " where o.namespace = :ns and o.runId = :run and i.live = true",
@@ -443,84 +437,5 @@ public class AdminService {
               null));
     }
     return entries;
-  }
-
-  /** The rows of an HQL query in the current session. */
-  private static Uni<List<Object[]>> select(String hql, Map<String, Object> parameters) {
-    return Panache.getSession()
-        .chain(
-            session -> {
-              Mutiny.SelectionQuery<Object[]> query =
-                  session.createSelectionQuery(hql, Object[].class);
-              parameters.forEach(query::setParameter);
-              return query.getResultList();
-            });
-  }
-
-  /** The conditions of a list that are given, joined with {@code and}. */
-  private static final class Where {
-    private final List<String> conditions = new ArrayList<>();
-    private final Map<String, Object> params = new HashMap<>();
-
-    Where and(Object value, String condition, String name) {
-      return value == null ? this : and(condition, Map.of(name, value));
-    }
-
-    Where and(String condition, Map<String, Object> values) {
-      conditions.add(condition);
-      params.putAll(values);
-      return this;
-    }
-
-    String query(String entity) {
-      return "from "
-          + entity
-          + (conditions.isEmpty() ? "" : " where " + String.join(" and ", conditions));
-    }
-
-    Map<String, Object> params() {
-      return params;
-    }
-  }
-
-  private static int limit(Integer limit) {
-    if (limit == null) {
-      return 50;
-    }
-    if (limit < 1 || limit > MAX_LIMIT) {
-      throw new InvalidRequest("'limit' must be between 1 and " + MAX_LIMIT);
-    }
-    return limit;
-  }
-
-  private static String encode(String cursor) {
-    return Base64.getUrlEncoder()
-        .withoutPadding()
-        .encodeToString(cursor.getBytes(StandardCharsets.UTF_8));
-  }
-
-  private static String decode(String cursor) {
-    try {
-      return new String(Base64.getUrlDecoder().decode(cursor), StandardCharsets.UTF_8);
-    } catch (IllegalArgumentException e) {
-      throw new InvalidRequest("'cursor' is not a cursor this API returned");
-    }
-  }
-
-  private static Object[] instanceCursor(String value) {
-    try {
-      String[] parts = value.split("\\|", 2);
-      return new Object[] {OffsetDateTime.parse(parts[0]), UUID.fromString(parts[1])};
-    } catch (RuntimeException e) {
-      throw new InvalidRequest("'cursor' is not a cursor this API returned");
-    }
-  }
-
-  private static long parseLong(String value) {
-    try {
-      return Long.parseLong(value);
-    } catch (NumberFormatException e) {
-      throw new InvalidRequest("'cursor' is not a cursor this API returned");
-    }
   }
 }

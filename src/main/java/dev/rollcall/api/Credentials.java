@@ -1,7 +1,7 @@
 package dev.rollcall.api;
 
 import dev.rollcall.admin.AdminAuth;
-import dev.rollcall.registry.InstanceService;
+import dev.rollcall.registry.Registrations;
 import io.smallrye.mutiny.Uni;
 import jakarta.ws.rs.container.ContainerRequestContext;
 import jakarta.ws.rs.container.ResourceInfo;
@@ -42,11 +42,11 @@ public class Credentials {
         .description(description);
   }
 
-  private final InstanceService instances;
+  private final Registrations instances;
   private final AdminAuth admin;
   private final RequestCaller caller;
 
-  Credentials(InstanceService instances, AdminAuth admin, RequestCaller caller) {
+  Credentials(Registrations instances, AdminAuth admin, RequestCaller caller) {
     this.instances = instances;
     this.admin = admin;
     this.caller = caller;

@@ -10,9 +10,11 @@ import dev.rollcall.api.dto.Dtos.SessionLockKeys;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.recovery.Departures;
 import dev.rollcall.registry.Caller;
+import dev.rollcall.registry.Heartbeats;
 import dev.rollcall.registry.InFlight;
-import dev.rollcall.registry.InstanceService;
 import dev.rollcall.registry.Ownership;
+import dev.rollcall.registry.Registrations;
+import dev.rollcall.registry.Registrations.NewInstance;
 import dev.rollcall.registry.SessionLiveness;
 import dev.rollcall.registry.SessionLiveness.SessionReport;
 import io.smallrye.mutiny.Uni;
@@ -37,19 +39,22 @@ import org.jboss.resteasy.reactive.RestPath;
 @Produces(MediaType.APPLICATION_JSON)
 public class InstanceResource {
 
-  private final InstanceService instances;
+  private final Registrations registrations;
+  private final Heartbeats heartbeats;
   private final Departures departures;
   private final RollcallConfig config;
   private final RateLimiter limiter;
   private final RequestCaller caller;
 
   InstanceResource(
-      InstanceService instances,
+      Registrations registrations,
+      Heartbeats heartbeats,
       Departures departures,
       RollcallConfig config,
       RateLimiter limiter,
       RequestCaller caller) {
-    this.instances = instances;
+    this.registrations = registrations;
+    this.heartbeats = heartbeats;
     this.departures = departures;
     this.config = config;
     this.limiter = limiter;
@@ -63,14 +68,15 @@ public class InstanceResource {
       @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, RegisterRequest request) {
     String secret = Requests.bearer(authorization);
     RegisterRequest body = Requests.body(request, "namespace, deploymentId and name");
-    return instances
+    return registrations
         .register(
             secret,
-            Requests.text(body.namespace(), "namespace"),
-            Requests.text(body.deploymentId(), "deploymentId"),
-            Requests.text(body.name(), "name"),
-            Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS),
-            inFlight(body.inFlight()))
+            new NewInstance(
+                Requests.text(body.namespace(), "namespace"),
+                Requests.text(body.deploymentId(), "deploymentId"),
+                Requests.text(body.name(), "name"),
+                Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS),
+                inFlight(body.inFlight())))
         .map(
             r ->
                 new RegisterResponse(
@@ -94,9 +100,9 @@ public class InstanceResource {
         Requests.texts(
             request == null ? null : request.workerIds(), "workerIds", Requests.MAX_WORKER_IDS);
     Caller caller = this.caller.get();
-    InstanceService.requireSelf(caller, id);
+    caller.requireSelf(id);
     limiter.heartbeat(caller.instanceId());
-    return instances
+    return heartbeats
         .heartbeat(caller, inFlight, session, workerIds)
         .map(
             h ->
@@ -116,7 +122,7 @@ public class InstanceResource {
   public Uni<Void> leave(@RestPath UUID id, LeaveRequest request) {
     Optional<List<InFlight>> inFlight = inFlight(request == null ? null : request.inFlight());
     Caller caller = this.caller.get();
-    InstanceService.requireSelf(caller, id);
+    caller.requireSelf(id);
     return request != null && Boolean.TRUE.equals(request.exiting())
         ? departures.exiting(caller, inFlight)
         : departures.leave(caller, inFlight);

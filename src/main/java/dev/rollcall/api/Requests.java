@@ -4,8 +4,8 @@ import dev.rollcall.api.dto.Dtos.InFlightEntry;
 import dev.rollcall.api.dto.Dtos.SessionLockReport;
 import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.error.Problems.Unauthorized;
+import dev.rollcall.registry.Heartbeats;
 import dev.rollcall.registry.InFlight;
-import dev.rollcall.registry.InstanceService;
 import dev.rollcall.registry.SessionLiveness;
 import dev.rollcall.registry.SessionLiveness.SessionReport;
 import java.util.ArrayList;
@@ -18,7 +18,7 @@ final class Requests {
   static final int MAX_TEXT = 200;
 
   /** The most worker ids one instance may declare. */
-  static final int MAX_WORKER_IDS = InstanceService.MAX_WORKER_IDS;
+  static final int MAX_WORKER_IDS = Heartbeats.MAX_WORKER_IDS;
 
   private Requests() {}
 

@@ -12,9 +12,10 @@ import org.hibernate.type.SqlTypes;
 
 /**
  * An application process registered with a namespace ({@code rollcall.instances}). Registration,
- * authentication and every lease change are statements of {@code registry.InstanceService}; this
- * entity is how the control plane reads instances. Liveness is the database's rule ({@code
- * rollcall.is_live}, {@code rollcall.is_expired}) evaluated by the database in the query itself.
+ * authentication and every lease change are statements of {@code registry.Registrations}, {@code
+ * registry.Heartbeats} and {@code registry.Endings}; this entity is how the control plane reads
+ * instances. Liveness is the database's rule ({@code rollcall.is_live}, {@code
+ * rollcall.is_expired}) evaluated by the database in the query itself.
  */
 @Entity
 @Table(name = "instances")

@@ -2,7 +2,7 @@ package dev.rollcall.queue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.rollcall.registry.Liveness;
+import dev.rollcall.sql.Liveness;
 import dev.rollcall.sql.Sql;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
@@ -82,7 +82,7 @@ public final class GraphileQueue implements QueueLocks {
   /**
    * One probe of the unique index on {@code key} per message, and of the tasks' primary key: the
    * cost grows with the reported messages only, never with the queue. One statement for every
-   * instance of a heartbeat flush, run after its transaction (see {@code InstanceService}), so no
+   * instance of a heartbeat flush, run after its transaction (see {@code Heartbeats}), so no
    * instance row is locked meanwhile. The first instance to show a worker keeps it: a worker
    * learned before is not touched, and of the instances of one statement the first reported wins. A
    * message whose job is keyed by an idempotency key is not found here, and its worker is learned

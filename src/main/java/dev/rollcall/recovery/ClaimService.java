@@ -1,12 +1,14 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.concurrency.Gate;
+import dev.rollcall.concurrency.Lanes;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems.SourceUnavailable;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.Caller;
-import dev.rollcall.registry.InstanceService;
+import dev.rollcall.registry.InstanceGuards;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
 import dev.rollcall.source.ScannedRun;
@@ -25,6 +27,7 @@ import java.util.OptionalLong;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 import org.jboss.logging.Logger;
 
@@ -75,6 +78,7 @@ public class ClaimService {
 
   private final Gate gate;
   private final PassEvidence evidence;
+  private final InstanceGuards guards;
 
   ClaimService(
       Pool pool,
@@ -89,7 +93,9 @@ public class ClaimService {
       RecoveryMetrics metrics,
       Wakeups wakeups,
       Gate gate,
-      PassEvidence evidence) {
+      PassEvidence evidence,
+      InstanceGuards guards) {
+    this.guards = guards;
     this.wakeups = wakeups;
     this.evidence = evidence;
     this.gate = gate;
@@ -241,8 +247,17 @@ public class ClaimService {
             });
   }
 
-  /** A claim's look that began at {@code started} (monotonic clock), its answer shared. */
-  private record LookUnderWay(long started, Uni<ClaimResult> answer) {}
+  /**
+   * A claim's look that began at {@code started} (monotonic clock), its answer shared; {@code
+   * sharing}: the other claims waiting for that answer now.
+   */
+  private record LookUnderWay(long started, Uni<ClaimResult> answer, AtomicInteger sharing) {}
+
+  /** Claims of this replica waiting for the answer of a look of the deploy now; a glance. */
+  int sharingLook(String namespace, String deploymentId) {
+    LookUnderWay under = looks.get(ClosedEpochs.deploy(namespace, deploymentId));
+    return under == null ? 0 : under.sharing().get();
+  }
 
   /**
    * One look of a held claim. A notice that an epoch closed wakes every waiting claim of the deploy
@@ -260,8 +275,11 @@ public class ClaimService {
     String deploy = ClosedEpochs.deploy(caller.namespace(), caller.deploymentId());
     LookUnderWay under = looks.get(deploy);
     if (wokenTogether != 0 && under != null && under.started() - wokenTogether >= 0) {
+      under.sharing().incrementAndGet();
       return under
           .answer()
+          .onTermination()
+          .invoke(under.sharing()::decrementAndGet)
           .onFailure()
           .recoverWithNull()
           .chain(
@@ -274,7 +292,10 @@ public class ClaimService {
               });
     }
     LookUnderWay mine =
-        new LookUnderWay(System.nanoTime(), decide(caller, maxRuns).memoize().indefinitely());
+        new LookUnderWay(
+            System.nanoTime(),
+            decide(caller, maxRuns).memoize().indefinitely(),
+            new AtomicInteger());
     looks.put(deploy, mine);
     return mine.answer().onTermination().invoke(() -> looks.remove(deploy, mine));
   }
@@ -302,7 +323,7 @@ public class ClaimService {
    * Anything else (empty) takes the usual way, whose first look answers it and refuses an instance
    * that is not live.
    *
-   * <p>The liveness is read without the row lock of {@link InstanceService#requireLive}: "done"
+   * <p>The liveness is read without the row lock of {@link InstanceGuards#requireLive}: "done"
    * hands nothing out, so there is nothing a concurrent death or leave must wait for. A claim
    * racing its own instance's death may be told "done", as a woken claim sharing another's look may
    * ({@link #look}); the instance learns it was fenced at its next heartbeat or claim.
@@ -431,7 +452,8 @@ public class ClaimService {
    */
   private Uni<Optional<Plan>> firstLook(
       SqlClient conn, RunSource source, Caller caller, int maxRuns) {
-    return InstanceService.requireLive(conn, caller.instanceId())
+    return guards
+        .requireLive(conn, caller.instanceId())
         .chain(() -> bootRecoveryOn(conn, caller.namespace()))
         .chain(
             on ->
@@ -705,7 +727,8 @@ public class ClaimService {
   private Uni<Served> lockAndStep(
       SqlClient conn, RunSource source, Caller caller, Epoch view, int maxRuns, boolean readAhead) {
     if (!scansAhead(view) || !(readAhead || scannerLimit() <= 0)) {
-      return InstanceService.requireLive(conn, caller.instanceId())
+      return guards
+          .requireLive(conn, caller.instanceId())
           .chain(() -> epochs.lock(conn, view.id()))
           .invoke(this::rememberIfClosed)
           .invoke(() -> metrics.epochLock(caller.namespace(), "queued"))
@@ -715,7 +738,7 @@ public class ClaimService {
     return Uni.combine()
         .all()
         .unis(
-            InstanceService.requireLive(conn, caller.instanceId()).replaceWith(true),
+            guards.requireLive(conn, caller.instanceId()).replaceWith(true),
             epochs.lock(conn, view.id()),
             batches.scanners(conn, view.id(), caller.instanceId()),
             unavailableIfFails(
@@ -794,7 +817,8 @@ public class ClaimService {
             () ->
                 pool.withTransaction(
                     conn ->
-                        InstanceService.requireLive(conn, caller.instanceId())
+                        guards
+                            .requireLive(conn, caller.instanceId())
                             .chain(() -> unavailableIfFails(source, source.snapshot(conn)))
                             .chain(
                                 snapshot ->
@@ -967,7 +991,8 @@ public class ClaimService {
     // a poison range: its runs are handed out unclassified (fail open), so it cannot hold its
     // epoch open for ever.
     boolean failOpen = work.range().poison(config.batch().maxAttempts());
-    return InstanceService.requireLive(conn, caller.instanceId())
+    return guards
+        .requireLive(conn, caller.instanceId())
         .chain(() -> rangeRuns(conn, source, work))
         .chain(
             known ->

@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.concurrency.Gate;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.Problems.BatchNotFound;
 import dev.rollcall.error.Problems.Forbidden;
@@ -7,7 +8,7 @@ import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.error.Problems.StaleFence;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.registry.Caller;
-import dev.rollcall.registry.InstanceService;
+import dev.rollcall.registry.InstanceGuards;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
@@ -37,6 +38,7 @@ public class CompletionService {
 
   private final Gate gate;
   private final PassEvidence evidence;
+  private final InstanceGuards guards;
 
   CompletionService(
       Pool pool,
@@ -44,7 +46,9 @@ public class CompletionService {
       RollcallConfig config,
       RecoveryMetrics metrics,
       Gate gate,
-      PassEvidence evidence) {
+      PassEvidence evidence,
+      InstanceGuards guards) {
+    this.guards = guards;
     this.gate = gate;
     this.evidence = evidence;
     this.pool = pool;
@@ -86,7 +90,8 @@ public class CompletionService {
   private Uni<Completion> decide(Caller caller, long batchId, int fence, Set<String> failedIds) {
     return pool.withTransaction(
             conn ->
-                InstanceService.requireLive(conn, caller.instanceId())
+                guards
+                    .requireLive(conn, caller.instanceId())
                     .chain(() -> lockBatch(conn, caller, batchId))
                     .chain(held -> checkHolder(conn, caller, batchId, fence, held))
                     .chain(

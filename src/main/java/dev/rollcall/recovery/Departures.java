@@ -2,11 +2,12 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.registry.Caller;
+import dev.rollcall.registry.Endings;
+import dev.rollcall.registry.Endings.Departure;
 import dev.rollcall.registry.InFlight;
-import dev.rollcall.registry.InstanceService;
-import dev.rollcall.registry.InstanceService.Departure;
-import dev.rollcall.registry.Liveness;
+import dev.rollcall.registry.InstanceGuards;
 import dev.rollcall.registry.Ownership;
+import dev.rollcall.sql.Liveness;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Tuple;
@@ -22,20 +23,23 @@ import java.util.Optional;
 public class Departures {
 
   private final Pool pool;
-  private final InstanceService instances;
+  private final Endings instances;
+  private final InstanceGuards guards;
   private final Ownership ownership;
   private final Takeovers takeovers;
   private final RollcallConfig config;
 
   Departures(
       Pool pool,
-      InstanceService instances,
+      Endings instances,
+      InstanceGuards guards,
       Ownership ownership,
       Takeovers takeovers,
       RollcallConfig config) {
     this.config = config;
     this.pool = pool;
     this.instances = instances;
+    this.guards = guards;
     this.ownership = ownership;
     this.takeovers = takeovers;
   }
@@ -61,7 +65,7 @@ public class Departures {
                 .chain(
                     rows -> {
                       if (rows.size() == 0) {
-                        return InstanceService.<Void>notLive(conn, caller.instanceId());
+                        return guards.<Void>notLive(conn, caller.instanceId());
                       }
                       return lastInFlight
                           .map(set -> ownership.replace(conn, caller, set))

@@ -153,12 +153,7 @@ public class Ledger {
    * detail the step or wait, the evidence and what was written.
    */
   public Uni<Void> tornRepaired(
-      SqlClient client,
-      String namespace,
-      long epochId,
-      UUID instanceId,
-      Map<String, String> reasons,
-      List<Mend> mends) {
+      SqlClient client, TornRuns.Scope scope, Map<String, String> reasons, List<Mend> mends) {
     if (mends.isEmpty()) {
       return Uni.createFrom().voidItem();
     }
@@ -171,7 +166,14 @@ public class Ledger {
                 + " (namespace, run_id, epoch_id, instance_id, reason, outcome, detail, resolved_at)"
                 + " SELECT $1, u.run_id, $2, $3, u.reason, 'torn-repaired', u.detail, now()"
                 + " FROM unnest($4::text[], $5::text[], $6::text[]) AS u(run_id, reason, detail)")
-        .execute(Tuple.of(namespace, epochId, instanceId, runIds, why, details))
+        .execute(
+            Tuple.of(
+                scope.source().namespace(),
+                scope.epochId(),
+                scope.deadInstance(),
+                runIds,
+                why,
+                details))
         .replaceWithVoid();
   }
 }

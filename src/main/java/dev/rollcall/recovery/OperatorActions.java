@@ -3,7 +3,7 @@ package dev.rollcall.recovery;
 import dev.rollcall.error.Problems.Conflict;
 import dev.rollcall.error.Problems.NotFound;
 import dev.rollcall.model.NamespaceSettingsRepository;
-import dev.rollcall.registry.InstanceService;
+import dev.rollcall.registry.InstanceGuards;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
 import io.quarkus.hibernate.reactive.panache.common.WithTransaction;
@@ -32,13 +32,16 @@ public class OperatorActions {
   private final Takeovers takeovers;
   private final Epochs epochs;
   private final NamespaceSettingsRepository settings;
+  private final InstanceGuards guards;
 
   OperatorActions(
       Pool pool,
       RunSources sources,
       Takeovers takeovers,
       Epochs epochs,
-      NamespaceSettingsRepository settings) {
+      NamespaceSettingsRepository settings,
+      InstanceGuards guards) {
+    this.guards = guards;
     this.pool = pool;
     this.sources = sources;
     this.takeovers = takeovers;
@@ -112,7 +115,8 @@ public class OperatorActions {
         conn ->
             // The end lock first, as for every end: the instance's claims and completions in
             // progress commit before its takeover can release what they lease.
-            InstanceService.lockForEnd(conn, instanceId)
+            guards
+                .lockForEnd(conn, instanceId)
                 .chain(
                     () ->
                         conn.preparedQuery(

@@ -3,7 +3,7 @@ package dev.rollcall.recovery;
 import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.queue.QueueLocks;
-import dev.rollcall.registry.InstanceService;
+import dev.rollcall.registry.Endings;
 import dev.rollcall.source.RunSources;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -47,7 +47,7 @@ public class Reaper {
   static final int AT_ONCE = 4;
 
   private final Pool pool;
-  private final InstanceService instances;
+  private final Endings instances;
   private final Takeovers takeovers;
   private final RunSources sources;
   private final Ledger ledger;
@@ -57,7 +57,7 @@ public class Reaper {
 
   Reaper(
       Pool pool,
-      InstanceService instances,
+      Endings instances,
       Takeovers takeovers,
       RunSources sources,
       Ledger ledger,
@@ -224,9 +224,7 @@ public class Reaper {
    * holds up neither the others nor the pass for longer than its own wait.
    */
   Uni<Pass> reapEach(
-      List<UUID> ids,
-      Proof proof,
-      BiFunction<SqlClient, UUID, Uni<Optional<InstanceService.Dead>>> death) {
+      List<UUID> ids, Proof proof, BiFunction<SqlClient, UUID, Uni<Optional<Endings.Dead>>> death) {
     AtomicInteger reaped = new AtomicInteger();
     AtomicInteger lost = new AtomicInteger();
     AtomicInteger failed = new AtomicInteger();
@@ -272,7 +270,7 @@ public class Reaper {
    * Declares one instance dead by {@code death} (a guarded statement: empty when another replica or
    * a heartbeat won) and opens its takeover in the same transaction; counts the death by proof.
    */
-  Uni<Boolean> reap(Proof proof, Function<SqlClient, Uni<Optional<InstanceService.Dead>>> death) {
+  Uni<Boolean> reap(Proof proof, Function<SqlClient, Uni<Optional<Endings.Dead>>> death) {
     return pool.withTransaction(
             conn ->
                 death
@@ -294,7 +292,7 @@ public class Reaper {
         .map(Optional::isPresent);
   }
 
-  private void declared(Proof proof, InstanceService.Dead d) {
+  private void declared(Proof proof, Endings.Dead d) {
     LOG.infof(
         "instance %s of namespace %s declared dead (%s at %s)",
         d.instanceId(), d.namespace(), proof.label, d.leaseExpiredAt());

@@ -119,9 +119,8 @@ public class Takeovers {
                                 ? Uni.createFrom().voidItem()
                                 : tornRuns.takeover(
                                     conn,
-                                    source.get(),
-                                    epoch.id(),
-                                    subject.instanceId(),
+                                    new TornRuns.Scope(
+                                        source.get(), epoch.id(), subject.instanceId()),
                                     verdicts,
                                     locks.stream()
                                         .map(QueueLocks.ReleasedLock::messageId)

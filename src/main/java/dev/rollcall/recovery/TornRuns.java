@@ -54,6 +54,9 @@ public class TornRuns {
     return runs;
   }
 
+  /** Where mends go: the namespace's source, the epoch, and the takeover's subject (or null). */
+  public record Scope(RunSource source, long epochId, UUID deadInstance) {}
+
   /**
    * A takeover's mends: every torn write of the runs of {@link #ofTakeover}, and in the runs a live
    * instance has taken up only the steps that one of the dead instance's messages ({@code
@@ -62,24 +65,19 @@ public class TornRuns {
    * replicas.
    */
   public Uni<List<Mend>> takeover(
-      SqlClient conn,
-      RunSource source,
-      long epochId,
-      UUID deadInstance,
-      List<Verdict> verdicts,
-      List<String> deadMessages) {
+      SqlClient conn, Scope scope, List<Verdict> verdicts, List<String> deadMessages) {
     Map<String, String> owned = new LinkedHashMap<>();
     for (Verdict v : verdicts) {
       if (v.reason() == Reason.OWNED_BY_LIVE_INSTANCE) {
         owned.put(v.runId(), Reason.OWNER_DEAD.wire());
       }
     }
-    return mend(conn, source, epochId, deadInstance, ofTakeover(verdicts), null)
+    return mend(conn, scope, ofTakeover(verdicts), null)
         .chain(
             whole ->
                 owned.isEmpty() || deadMessages.isEmpty()
                     ? Uni.createFrom().item(whole)
-                    : mend(conn, source, epochId, deadInstance, owned, deadMessages)
+                    : mend(conn, scope, owned, deadMessages)
                         .map(
                             steps -> {
                               List<Mend> all = new ArrayList<>(whole);
@@ -102,21 +100,17 @@ public class TornRuns {
   /** A pass's mends: every torn write of the runs it hands out. */
   public Uni<List<Mend>> pass(
       SqlClient conn, RunSource source, long epochId, List<Verdict> verdicts) {
-    return mend(conn, source, epochId, null, ofPass(verdicts), null);
+    return mend(conn, new Scope(source, epochId, null), ofPass(verdicts), null);
   }
 
   /**
    * Mends the torn writes of {@code runs} (run id to the reason it is in the epoch's hands), only
-   * their steps owned by {@code ownerMessages} unless that is null, and records each; {@code
-   * deadInstance} is the takeover's subject, or null.
+   * their steps owned by {@code ownerMessages} unless that is null, and records each.
    */
   private Uni<List<Mend>> mend(
-      SqlClient conn,
-      RunSource source,
-      long epochId,
-      UUID deadInstance,
-      Map<String, String> runs,
-      List<String> ownerMessages) {
+      SqlClient conn, Scope scope, Map<String, String> runs, List<String> ownerMessages) {
+    RunSource source = scope.source();
+    long epochId = scope.epochId();
     // A source that writes atomically costs a pass nothing here, not even a savepoint.
     if (runs.isEmpty() || !source.tearsWrites()) {
       return Uni.createFrom().item(List.of());
@@ -127,10 +121,7 @@ public class TornRuns {
             (ownerMessages == null
                     ? source.mendTorn(conn, runs.keySet())
                     : source.mendTornStepsOwnedBy(conn, runs.keySet(), ownerMessages))
-                .call(
-                    mends ->
-                        ledger.tornRepaired(
-                            conn, source.namespace(), epochId, deadInstance, runs, mends)),
+                .call(mends -> ledger.tornRepaired(conn, scope, runs, mends)),
             e -> {
               LOG.warnf(
                   "epoch %d of namespace %s: looking for torn writes in %d runs failed; they are"

@@ -1,5 +1,6 @@
 package dev.rollcall.registry;
 
+import dev.rollcall.sql.Liveness;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;

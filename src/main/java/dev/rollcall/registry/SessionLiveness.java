@@ -96,10 +96,12 @@ public class SessionLiveness {
 
   private final Pool pool;
   private final RollcallConfig config;
+  private final InstanceGuards guards;
 
-  SessionLiveness(Pool pool, RollcallConfig config) {
+  SessionLiveness(Pool pool, RollcallConfig config, InstanceGuards guards) {
     this.pool = pool;
     this.config = config;
+    this.guards = guards;
   }
 
   /**
@@ -235,11 +237,12 @@ public class SessionLiveness {
    * heartbeat reported the loss, another service replica won). The death's moment is when the lock
    * was first seen missing.
    */
-  public Uni<Optional<InstanceService.Dead>> markDeadIfSessionLost(
+  public Uni<Optional<Endings.Dead>> markDeadIfSessionLost(
       SqlClient conn, UUID instanceId, Rules rules) {
     // The end lock first, as for every end: claims and completions of the instance in progress
     // finish before its death (and its takeover) can commit.
-    return InstanceService.lockForEnd(conn, instanceId)
+    return guards
+        .lockForEnd(conn, instanceId)
         .chain(
             () ->
                 conn.preparedQuery(
@@ -249,12 +252,11 @@ public class SessionLiveness {
                             + " RETURNING i.id, i.namespace, i.worker_ids,"
                             + " i.session_missing_since AS lease_expires_at")
                     .execute(Tuple.tuple(params(rules, instanceId))))
-        .map(InstanceService::dead);
+        .map(Endings::dead);
   }
 
   /** {@link #markDeadIfSessionLost(SqlClient, UUID, Rules)} with the rules in force. */
-  public Uni<Optional<InstanceService.Dead>> markDeadIfSessionLost(
-      SqlClient conn, UUID instanceId) {
+  public Uni<Optional<Endings.Dead>> markDeadIfSessionLost(SqlClient conn, UUID instanceId) {
     return markDeadIfSessionLost(conn, instanceId, Rules.of(config));
   }
 

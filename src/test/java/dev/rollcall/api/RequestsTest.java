@@ -8,9 +8,11 @@ import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.registry.InFlight;
 import java.util.Arrays;
 import java.util.List;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** The checks of request values name the field that failed, down to an in-flight entry's part. */
+@Tag("unit")
 class RequestsTest {
 
   private static String refusal(Runnable check) {

@@ -4,9 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.time.Duration;
 import java.util.Optional;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Interval settings: a duration or {@code off}, and the defaults the scheduler falls back on. */
+@Tag("unit")
 class IntervalsTest {
 
   @Test

@@ -7,8 +7,10 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.rollcall.e2e.EndToEndIT.Journal;
 import java.util.List;
 import java.util.Map;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
+@Tag("unit")
 class DeliveriesTest {
 
   private static final ObjectMapper JSON = new ObjectMapper();

@@ -10,6 +10,7 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import jakarta.inject.Inject;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -28,6 +29,8 @@ import org.junit.jupiter.api.Test;
  */
 @ServiceTest
 class GatedClaimsTest extends ApiTestBase {
+
+  @Inject ClaimService claimService;
 
   @Test
   void aCompleteDoesNotWaitBehindClaimsQueuedForAnEpochsLock() throws Exception {
@@ -53,7 +56,10 @@ class GatedClaimsTest extends ApiTestBase {
                       "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                           + " AND query LIKE '%FOR NO KEY UPDATE%'")
                   == 1);
-      Thread.sleep(500);
+      Poll.until(
+          "the other eleven claims wait in memory for the epoch's lane",
+          Duration.ofSeconds(20),
+          () -> claimService.queuedForLock(batch.epochId()) == claimers.size() - 1);
       Api.Reply done =
           CompletableFuture.supplyAsync(() -> api.complete(holder, batch, List.of()))
               .get(10, TimeUnit.SECONDS);

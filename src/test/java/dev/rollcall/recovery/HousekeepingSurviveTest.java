@@ -14,6 +14,7 @@ import java.util.logging.LogRecord;
 import java.util.logging.Logger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.Test;
  * the stranded-epoch check) runs its pass through {@link Housekeeping#survive}: a failed pass is a
  * warning, never a failure of the schedule, and the next interval tries again.
  */
+@Tag("unit")
 class HousekeepingSurviveTest {
 
   private final List<LogRecord> logged = new ArrayList<>();

@@ -2,9 +2,11 @@ package dev.rollcall.recovery;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** How long a service replica's turn to look for orphaned queue locks lasts. */
+@Tag("unit")
 class OrphanTurnTest {
 
   @Test

@@ -3,9 +3,11 @@ package dev.rollcall.recovery;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Who may cut the next page of a scan ({@link Batches.Scanners#admit}). */
+@Tag("unit")
 class ScannersTest {
 
   @Test

@@ -32,6 +32,7 @@ import org.junit.jupiter.api.Test;
 class SharedLookTest extends ApiTestBase {
 
   @Inject Wakeups wakeups;
+  @Inject ClaimService claims;
   @Inject MeterRegistry meters;
 
   private final String ns = SourceTables.SMALL;
@@ -123,7 +124,10 @@ class SharedLookTest extends ApiTestBase {
       api.complete(holder, last, List.of()).expect(200);
       untilALookWaitsForItsInstanceRow("the fenced instance's look waits for its instance's row");
       // The peers were woken with it and wait for its look, not for rows of their own.
-      Thread.sleep(200);
+      Poll.until(
+          "both peers wait for the fenced instance's look",
+          Duration.ofSeconds(15),
+          () -> claims.sharingLook(ns, deploy) == peers.size());
       for (CompletableFuture<Api.Reply> answer : answers) {
         assertFalse(answer.isDone(), "a peer answered without the look it was to share");
       }

@@ -9,6 +9,7 @@ import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
@@ -204,14 +205,14 @@ class TakeoverTest extends ApiTestBase {
                 "SELECT run_id FROM rollcall.ownership WHERE instance_id = ?", leaving.id())));
 
     // Once the grace ran out, the reaper takes its last in-flight set over as for a crash.
-    long deadline = System.nanoTime() + 5_000_000_000L;
-    while (!Db.column(
-            "SELECT (lease_expires_at <= now())::text FROM rollcall.instances WHERE id = ?",
-            leaving.id())
-        .equals(List.of("true"))) {
-      assertTrue(System.nanoTime() < deadline, "the departure grace never ran out");
-      Thread.sleep(50);
-    }
+    Poll.until(
+        "the departure grace runs out",
+        Duration.ofSeconds(5),
+        () ->
+            Db.column(
+                    "SELECT (lease_expires_at <= now())::text FROM rollcall.instances WHERE id = ?",
+                    leaving.id())
+                .equals(List.of("true")));
     reaper.runOnce().await().indefinitely();
     Batch taken = api.claimBatch(peer, 100);
     assertEquals("takeover", taken.json().get("epochKind").asText());
@@ -285,10 +286,16 @@ class TakeoverTest extends ApiTestBase {
   void aHeartbeatJustBeforeTheReaperKeepsTheInstanceAlive() {
     Instance alive = api.register(SourceTables.SMALL, deploy, "alive");
     Db.update(
-        "UPDATE rollcall.instances SET lease_expires_at = now() + interval '50 milliseconds'"
+        "UPDATE rollcall.instances SET lease_expires_at = now() + interval '2 seconds'"
             + " WHERE id = ?",
         alive.id());
     api.heartbeat(alive).expect(200);
+    // The lease that was to run out in 2 s has run out now, unless the heartbeat renewed it (by the
+    // lease TTL, 10 s): the reaper declares the instance dead unless the beat counted.
+    Db.update(
+        "UPDATE rollcall.instances SET lease_expires_at = lease_expires_at - interval '2 seconds'"
+            + " WHERE id = ?",
+        alive.id());
 
     reaper.runOnce().await().indefinitely();
 

@@ -110,7 +110,7 @@ class TwoReplicasIT {
     Api.Batch all = viaB.claimBatch(leaver, 1000);
     CompletableFuture<Api.Reply> held =
         CompletableFuture.supplyAsync(() -> viaA.claimHeld(peer, 1000, 20_000, false));
-    Thread.sleep(500);
+    awaitHeldOn(a, SourceTables.SMALL);
     assertTrue(
         !held.isDone(), () -> "the claim is held while the leaver holds the batch: " + early(held));
     long t0 = System.nanoTime();
@@ -125,7 +125,7 @@ class TwoReplicasIT {
     viaB.heartbeat(leaver, inFlight).expect(200);
     CompletableFuture<Api.Reply> idle =
         CompletableFuture.supplyAsync(() -> viaA.claimHeld(peer, 1000, 20_000, true));
-    Thread.sleep(500);
+    awaitHeldOn(a, SourceTables.SMALL);
     assertTrue(
         !idle.isDone(), () -> "an idle claim is held while there is no work: " + early(idle));
     long t1 = System.nanoTime();
@@ -241,6 +241,20 @@ class TwoReplicasIT {
   }
 
   /** What a claim that should still be held answered: for the failure message. */
+  /**
+   * Waits until the replica holds a claim of the namespace in its waiting room, as its gauge {@code
+   * rollcall.claims.held} shows: the claim was answered neither at once nor yet.
+   */
+  private static void awaitHeldOn(ServiceProcess replica, String namespace) {
+    String held = "rollcall_claims_held{namespace=\"" + namespace + "\"}";
+    Poll.until(
+        "a claim of namespace " + namespace + " is held on " + replica.base(),
+        java.time.Duration.ofSeconds(20),
+        () ->
+            replica.metrics("rollcall_claims_held", List.of("namespace")).getOrDefault(held, 0.0)
+                >= 1);
+  }
+
   private static String early(CompletableFuture<Api.Reply> claim) {
     try {
       Api.Reply r = claim.getNow(null);

@@ -39,7 +39,7 @@ import org.junit.jupiter.api.Test;
 @ServiceTest
 class CoalescedHeartbeatsTest extends ApiTestBase {
 
-  @Inject InstanceService instances;
+  @Inject Heartbeats instances;
   @Inject MeterRegistry registry;
 
   private HistogramSnapshot flushes() {
@@ -235,7 +235,7 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
     TimeTravel.leaseExpired(expired);
     String m2At = reportedAt(moving, p + "m2");
 
-    List<CompletableFuture<InstanceService.Heartbeat>> beats =
+    List<CompletableFuture<Heartbeats.Heartbeat>> beats =
         inOneFlush(
             List.of(
                 () ->
@@ -283,7 +283,7 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
       jobs.add(lockedJob(p + "m2", p + "w2"));
       jobs.add(lockedJob(p + "shared", p + "ws"));
       jobs.add(lockedJob(p + "m4", p + "w4"));
-      List<CompletableFuture<InstanceService.Heartbeat>> beats =
+      List<CompletableFuture<Heartbeats.Heartbeat>> beats =
           inOneFlush(
               List.of(
                   () -> set(first, List.of(new InFlight(p + "r1", p + "m1"))),
@@ -346,18 +346,18 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
     set(i, inFlight).get(10, TimeUnit.SECONDS);
   }
 
-  private CompletableFuture<InstanceService.Heartbeat> set(Instance i, List<InFlight> inFlight) {
+  private CompletableFuture<Heartbeats.Heartbeat> set(Instance i, List<InFlight> inFlight) {
     return heartbeat(i, Optional.of(inFlight), Optional.empty());
   }
 
-  private CompletableFuture<InstanceService.Heartbeat> report(
+  private CompletableFuture<Heartbeats.Heartbeat> report(
       Instance i, SessionLiveness.Report state, Integer pid) {
     return heartbeat(
         i, Optional.empty(), Optional.of(new SessionLiveness.SessionReport(state, pid, false)));
   }
 
   /** A heartbeat of {@code i}, straight to the replica's flushes (its token is known). */
-  private CompletableFuture<InstanceService.Heartbeat> heartbeat(
+  private CompletableFuture<Heartbeats.Heartbeat> heartbeat(
       Instance i,
       Optional<List<InFlight>> inFlight,
       Optional<SessionLiveness.SessionReport> session) {
@@ -372,8 +372,8 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
    * ({@link #holdEveryFlush}), so that all of them wait and then go in one flush. Returns their
    * answers once that flush is done, a failed beat's included.
    */
-  private List<CompletableFuture<InstanceService.Heartbeat>> inOneFlush(
-      List<Supplier<CompletableFuture<InstanceService.Heartbeat>>> beats) throws Exception {
+  private List<CompletableFuture<Heartbeats.Heartbeat>> inOneFlush(
+      List<Supplier<CompletableFuture<Heartbeats.Heartbeat>>> beats) throws Exception {
     List<Instance> holders = new ArrayList<>();
     for (int k = 0; k < 4; k++) {
       holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
@@ -382,7 +382,7 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
     try (Connection lock = Db.database().connect()) {
       long flushesBefore = flushes().count();
       List<CompletableFuture<Api.Reply>> held = holdEveryFlush(lock, holders, senders);
-      List<CompletableFuture<InstanceService.Heartbeat>> sent = new ArrayList<>();
+      List<CompletableFuture<Heartbeats.Heartbeat>> sent = new ArrayList<>();
       for (var b : beats) {
         sent.add(b.get());
       }
@@ -456,13 +456,13 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
   }
 
   /**
-   * A full flush (InstanceService.MAX_BEATS_PER_FLUSH beats) is answered and renews every instance.
-   * Its per-beat statements were a chain built in a loop; a flush this size overflowed the stack of
-   * the event loop that subscribed to it, the flush never answered, and its slot was never freed.
+   * A full flush (Heartbeats.MAX_BEATS_PER_FLUSH beats) is answered and renews every instance. Its
+   * per-beat statements were a chain built in a loop; a flush this size overflowed the stack of the
+   * event loop that subscribed to it, the flush never answered, and its slot was never freed.
    */
   @Test
   void aFullFlushIsAnsweredAndRenewsEveryInstance() throws Exception {
-    int many = InstanceService.MAX_BEATS_PER_FLUSH;
+    int many = Heartbeats.MAX_BEATS_PER_FLUSH;
     List<Instance> holders = new ArrayList<>();
     for (int k = 0; k < 4; k++) {
       holders.add(api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "holder-" + k));
@@ -482,7 +482,7 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
             .toList();
     long flushesBefore = flushes().count();
     ExecutorService senders = Executors.newFixedThreadPool(4);
-    List<CompletableFuture<InstanceService.Heartbeat>> beats = new ArrayList<>();
+    List<CompletableFuture<Heartbeats.Heartbeat>> beats = new ArrayList<>();
     try (Connection lock = Db.database().connect()) {
       // The four holders' beats keep every flush waiting for their rows, so that all the others
       // wait for the next flush, which takes them all.
@@ -506,7 +506,7 @@ class CoalescedHeartbeatsTest extends ApiTestBase {
       senders.shutdownNow();
     }
 
-    for (CompletableFuture<InstanceService.Heartbeat> b : beats) {
+    for (CompletableFuture<Heartbeats.Heartbeat> b : beats) {
       b.get(30, TimeUnit.SECONDS);
     }
     assertEquals(

@@ -1,5 +1,6 @@
 package dev.rollcall.registry;
 
+import dev.rollcall.sql.Liveness;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import java.sql.Connection;
@@ -67,8 +68,8 @@ class FleetLookupBenchmark {
             c,
             fleet,
             "heartbeat flush of 4",
-            InstanceService.RENEW,
-            InstanceService.RENEW.replace(Liveness.liveById("i."), OLD_LIVE_I),
+            Heartbeats.RENEW,
+            Heartbeats.RENEW.replace(Liveness.liveById("i."), OLD_LIVE_I),
             "uuid[], bigint, uuid[], text[], int, bigint, bigint",
             four + ", 10000, '{}', '{}', 1000, 3000, 2000",
             executions);
@@ -76,8 +77,8 @@ class FleetLookupBenchmark {
             c,
             fleet,
             "leave",
-            InstanceService.MARK_LEFT,
-            InstanceService.MARK_LEFT.replace(Liveness.liveById(""), OLD_LIVE),
+            Endings.MARK_LEFT,
+            Endings.MARK_LEFT.replace(Liveness.liveById(""), OLD_LIVE),
             "uuid",
             "'" + ids.get(fleet / 2) + "'",
             executions);

@@ -40,7 +40,7 @@ class LivenessLockTest extends ApiTestBase {
     Connection conn = Db.database().connect();
     conn.setAutoCommit(false);
     try (PreparedStatement st =
-        conn.prepareStatement(InstanceService.LIVE_CHECK.replace("$1", "?"))) {
+        conn.prepareStatement(InstanceGuards.LIVE_CHECK.replace("$1", "?"))) {
       st.setObject(1, instance.id());
       st.executeQuery().close();
     }
@@ -106,17 +106,9 @@ class LivenessLockTest extends ApiTestBase {
                       case "leave" -> api.leave(i);
                       default -> api.exitingLeave(i, java.util.List.of());
                     });
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (Db.number(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    + " AND query LIKE '%rollcall.instances%'")
-            == 0) {
-          assertFalse(reply.isDone(), act + " did not wait for the death: " + reply);
-          if (System.nanoTime() > deadline) {
-            throw new AssertionError(act + " never waited for the death's row lock");
-          }
-          Thread.sleep(20);
-        }
+        // The act's statement on the instance's row waits for the death's row lock.
+        Db.awaitWaitingBehind(death, "rollcall.instances");
+        assertFalse(reply.isDone(), act + " did not wait for the death: " + reply);
         death.commit();
       }
       assertEquals(410, reply.get(10, TimeUnit.SECONDS).status(), act);
@@ -181,7 +173,8 @@ class LivenessLockTest extends ApiTestBase {
     CompletableFuture<?> ending;
     try (Connection claim = holdLiveCheck(i)) {
       ending = end.get();
-      Thread.sleep(1000);
+      // The end lock (FOR UPDATE) waits for the claim's liveness check (FOR KEY SHARE).
+      Db.awaitWaitingBehind(claim, "FOR UPDATE");
       assertFalse(ending.isDone(), "the end waits for the claim in progress");
       assertEquals(
           "live", Db.column("SELECT state FROM rollcall.instances WHERE id = ?", i.id()).get(0));

@@ -27,7 +27,7 @@ class LivenessPlanTest {
   void aHeartbeatFlushReadsTheInstancesItRenews() throws Exception {
     for (String plan :
         explain(
-            InstanceService.RENEW,
+            Heartbeats.RENEW,
             "uuid[], bigint, uuid[], text[], int, bigint, bigint",
             "'{"
                 + id(1)
@@ -44,7 +44,7 @@ class LivenessPlanTest {
 
   @Test
   void aLeaveReadsItsOwnInstance() throws Exception {
-    for (String plan : explain(InstanceService.MARK_LEFT, "uuid", "'" + id(1000) + "'")) {
+    for (String plan : explain(Endings.MARK_LEFT, "uuid", "'" + id(1000) + "'")) {
       assertTrue(plan.contains("Update on instances"), plan);
       assertUsesIdsNotLeases(plan);
     }

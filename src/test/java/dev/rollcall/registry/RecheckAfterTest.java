@@ -29,7 +29,7 @@ class RecheckAfterTest {
   void recheckAfterTheTakeoverShouldBeOpen(long peerExpiresInMs, long reaperMs, long expected) {
     assertEquals(
         expected,
-        InstanceService.recheckAfterMs(peerExpiresInMs, reaperMs),
-        "margin " + InstanceService.RECHECK_MARGIN.toMillis() + " ms");
+        Heartbeats.recheckAfterMs(peerExpiresInMs, reaperMs),
+        "margin " + Heartbeats.RECHECK_MARGIN.toMillis() + " ms");
   }
 }

@@ -7,15 +7,17 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** The messages a heartbeat's in-flight set reports: each once, in the set's order. */
+@Tag("unit")
 class ReportedMessagesTest {
 
   private static final UUID ME = UUID.randomUUID();
 
   private static List<String> messages(List<InFlight> set) {
-    return InstanceService.reported(ME, Optional.of(set)).stream()
+    return WorkerLearning.reported(ME, Optional.of(set)).stream()
         .peek(r -> assertEquals(ME, r.instanceId()))
         .map(QueueLocks.Reported::messageId)
         .toList();
@@ -31,7 +33,7 @@ class ReportedMessagesTest {
                 new InFlight("r2", null),
                 new InFlight("r3", "m2"),
                 new InFlight("r4", "m1"))));
-    assertEquals(List.of(), InstanceService.reported(ME, Optional.empty()));
+    assertEquals(List.of(), WorkerLearning.reported(ME, Optional.empty()));
   }
 
   @Test

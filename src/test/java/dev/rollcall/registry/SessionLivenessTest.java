@@ -12,6 +12,7 @@ import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
+import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -38,8 +39,13 @@ import org.postgresql.PGConnection;
 @ServiceTest
 class SessionLivenessTest extends ApiTestBase {
 
-  /** Graces passed (registration is back-dated), one check a confirm after another. */
-  static final Rules FAST = new Rules(Duration.ofSeconds(5), Duration.ZERO, Duration.ofMillis(200));
+  /**
+   * Graces passed (registration is back-dated), one check a confirm after another. The confirm's
+   * time passes by moving sightings into the past ({@link #aConfirmPassed}), so a long one costs
+   * nothing, and keeps a check's own time on a loaded machine far below the age at which a sighting
+   * is stale (three confirms) and seen anew.
+   */
+  static final Rules FAST = new Rules(Duration.ofSeconds(5), Duration.ZERO, Duration.ofSeconds(2));
 
   @Inject SessionReaper sessions;
   @Inject MeterRegistry meters;
@@ -134,20 +140,17 @@ class SessionLivenessTest extends ApiTestBase {
         // not open
       }
     }
-    for (int i = 0; i < 500; i++) {
-      long lingering =
-          Db.number(
-              "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
-                  + " AND classid = "
-                  + SessionLiveness.CLASS_ID
-                  + "::oid AND NOT (pid::text = ANY (?::text[]))",
-              (Object) open.toArray(String[]::new));
-      if (lingering == 0) {
-        return;
-      }
-      Thread.sleep(10);
-    }
-    throw new AssertionError("closed test sessions still hold their locks");
+    Poll.until(
+        "the backends of closed test sessions let go of their locks",
+        Duration.ofSeconds(5),
+        () ->
+            Db.number(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+                        + " AND classid = "
+                        + SessionLiveness.CLASS_ID
+                        + "::oid AND NOT (pid::text = ANY (?::text[]))",
+                    (Object) open.toArray(String[]::new))
+                == 0);
   }
 
   Reaper.Pass check(Rules rules) throws InterruptedException {
@@ -158,8 +161,19 @@ class SessionLivenessTest extends ApiTestBase {
   /** Two checks a confirm apart: what it takes to condemn a lost session. */
   Reaper.Pass twoChecks(Rules rules) throws InterruptedException {
     check(rules);
-    Thread.sleep(rules.lossConfirm().toMillis() + 50);
+    aConfirmPassed(rules);
     return check(rules);
+  }
+
+  /**
+   * A loss confirmation's time passes for every sighting of a lost lock, by the database's clock:
+   * the sightings move that far into the past (and a little more), as they would by waiting.
+   */
+  static void aConfirmPassed(Rules rules) {
+    Db.update(
+        "UPDATE rollcall.instances SET session_missing_since = session_missing_since"
+            + " - ?::bigint * interval '1 millisecond' WHERE session_missing_since IS NOT NULL",
+        rules.lossConfirm().toMillis() + 50);
   }
 
   Held armed(String name) throws SQLException {
@@ -204,16 +218,17 @@ class SessionLivenessTest extends ApiTestBase {
       // A claim's liveness check, held open: the death must not commit half-way through it.
       claim.setAutoCommit(false);
       try (PreparedStatement st =
-          claim.prepareStatement(InstanceService.LIVE_CHECK.replace("$1", "?"))) {
+          claim.prepareStatement(InstanceGuards.LIVE_CHECK.replace("$1", "?"))) {
         st.setObject(1, h.instance().id());
         st.executeQuery().close();
       }
       h.session().close();
       check(FAST);
-      Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+      aConfirmPassed(FAST);
       awaitEnded();
       second = sessions.runOnce(FAST).subscribeAsCompletionStage();
-      Thread.sleep(1000);
+      // The end lock (FOR UPDATE) waits for the claim's liveness check (FOR KEY SHARE).
+      Db.awaitWaitingBehind(claim, "FOR UPDATE");
       assertFalse(second.isDone(), "the death waits for the claim in progress");
       assertEquals("live", column(h.instance(), "state"));
       claim.commit();
@@ -264,7 +279,7 @@ class SessionLivenessTest extends ApiTestBase {
     Connection again = Db.database().connect();
     opened.add(again);
     assertTrue(lock(again, h.classId(), h.objId()) > 0);
-    Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+    aConfirmPassed(FAST);
 
     check(FAST);
     assertEquals("live", column(h.instance(), "state"));
@@ -318,7 +333,7 @@ class SessionLivenessTest extends ApiTestBase {
         h.instance().id());
     check(FAST);
     assertEquals("live", column(h.instance(), "state"));
-    Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+    aConfirmPassed(FAST);
     check(FAST);
     assertEquals("dead", column(h.instance(), "state"), "a fresh sighting, confirmed");
   }
@@ -375,7 +390,7 @@ class SessionLivenessTest extends ApiTestBase {
     Held h = armed("raced");
     h.session().close();
     check(FAST);
-    Thread.sleep(FAST.lossConfirm().toMillis() + 50);
+    aConfirmPassed(FAST);
 
     CompletableFuture<Reaper.Pass> a =
         sessions.runOnce(FAST).subscribeAsCompletionStage().toCompletableFuture();

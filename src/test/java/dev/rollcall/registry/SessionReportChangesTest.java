@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rollcall.registry.SessionLiveness.Recorded;
 import dev.rollcall.registry.SessionLiveness.Report;
 import dev.rollcall.registry.SessionLiveness.SessionReport;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -13,6 +14,7 @@ import org.junit.jupiter.api.Test;
  * change what the instance row says, so that a fleet's steady beats neither read {@code pg_locks}
  * nor write their rows a second time.
  */
+@Tag("unit")
 class SessionReportChangesTest {
 
   static final SessionReport HELD_BY_42 = new SessionReport(Report.HELD, 42, false);

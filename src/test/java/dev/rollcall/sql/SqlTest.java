@@ -3,9 +3,11 @@ package dev.rollcall.sql;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /** Configured names and values quoted into SQL. */
+@Tag("unit")
 class SqlTest {
 
   @Test

@@ -3,9 +3,11 @@ package dev.rollcall.testing;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import org.postgresql.PGConnection;
 
 /** Direct reads and writes of the test database, for checks a client cannot see. */
 public final class Db {
@@ -62,6 +64,25 @@ public final class Db {
       st.executeQuery().close();
     }
     return c;
+  }
+
+  /**
+   * Waits until a statement containing {@code fragment} waits for a lock that {@code holder}'s
+   * transaction holds, as {@code pg_blocking_pids} shows it: from then on, what runs that statement
+   * cannot finish before {@code holder} ends, so a test may assert that it has not.
+   */
+  public static void awaitWaitingBehind(Connection holder, String fragment) throws SQLException {
+    int pid = holder.unwrap(PGConnection.class).getBackendPID();
+    Poll.until(
+        "a statement with '" + fragment + "' waits for a lock of backend " + pid,
+        Duration.ofSeconds(20),
+        () ->
+            number(
+                    "SELECT count(*) FROM pg_stat_activity WHERE ?::int = ANY(pg_blocking_pids(pid))"
+                        + " AND strpos(query, ?) > 0",
+                    pid,
+                    fragment)
+                > 0);
   }
 
   /**

@@ -1,4 +1,4 @@
-package dev.rollcall.registry;
+package dev.rollcall.sql;
 
 /**
  * The liveness test for statements that find instance rows by id (or join them by id from rows they
@@ -13,6 +13,10 @@ package dev.rollcall.registry;
  * whole fleet. A clock the planner cannot see leaves it the primary key (V17__liveness_by_id.sql;
  * {@code LivenessPlanTest}). Statements over a namespace's live instances keep {@code
  * rollcall.is_live}.
+ *
+ * <p>It is the Java side of a rule the schema holds (V9, V17), written into statements of {@code
+ * registry}, {@code queue} and {@code recovery} alike, so it belongs to none of them: here, beside
+ * the other SQL those packages share, a queue statement does not depend on the registry.
  */
 public final class Liveness {
 

@@ -1,4 +1,4 @@
-package dev.rollcall.recovery;
+package dev.rollcall.concurrency;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
