@@ -46,8 +46,8 @@ import org.junit.jupiter.api.Test;
 @ServiceTest
 class MetricsContractTest extends ApiTestBase {
 
-  static final Path RULES = AlertRulesTest.RULES;
-  static final Path DASHBOARD = Path.of("k8s/monitoring/rollcall-dashboard.json");
+  static final Path RULES = MonitoringManifestsTest.RULES;
+  static final Path DASHBOARD = MonitoringManifestsTest.DASHBOARD;
 
   /** Labels Prometheus adds to every scraped series; {@code up} is its own, never exported. */
   static final Set<String> TARGET_LABELS = Set.of("job", "instance");

@@ -17,14 +17,17 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The alert rules ship twice, as a rules file and as a PrometheusRule, and each alert has a
- * runbook. What they say is tested by {@code promtool test rules} (.ci/run); what they name, by
- * {@link MetricsContractTest}.
+ * runbook; the dashboard ships twice, as a JSON file and in the ConfigMap Grafana's sidecar loads.
+ * What they say is tested by {@code promtool test rules} (.ci/run); what they name, by {@link
+ * MetricsContractTest}.
  */
-class AlertRulesTest {
+class MonitoringManifestsTest {
 
   static final Path RULES = Path.of("k8s/monitoring/rollcall-alerts.rules.yaml");
   static final Path MANIFEST = Path.of("k8s/monitoring/prometheusrule.yaml");
   static final Path RUNBOOKS = Path.of("docs/alerts.md");
+  static final Path DASHBOARD = Path.of("k8s/monitoring/rollcall-dashboard.json");
+  static final Path DASHBOARD_CONFIG_MAP = Path.of("k8s/monitoring/dashboard-configmap.yaml");
 
   @Test
   void thePrometheusRuleManifestHoldsExactlyTheRulesFile() throws IOException {
@@ -34,6 +37,15 @@ class AlertRulesTest {
 
     assertEquals("PrometheusRule", manifest.get("kind").asText());
     assertEquals(rules, manifest.get("spec"));
+  }
+
+  @Test
+  void theDashboardsConfigMapHoldsExactlyTheDashboardAndCarriesTheSidecarsLabel()
+      throws IOException {
+    JsonNode map = new YAMLMapper().readTree(DASHBOARD_CONFIG_MAP.toFile());
+
+    assertEquals("1", map.at("/metadata/labels/grafana_dashboard").asText());
+    assertEquals(Files.readString(DASHBOARD), map.at("/data/rollcall-dashboard.json").asText());
   }
 
   @Test
