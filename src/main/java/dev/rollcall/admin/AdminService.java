@@ -24,6 +24,7 @@ import dev.rollcall.model.InstanceRepository;
 import dev.rollcall.model.LedgerRow;
 import dev.rollcall.model.NamespaceSettingsRepository;
 import dev.rollcall.source.RunSources;
+import io.quarkus.hibernate.reactive.panache.Panache;
 import io.quarkus.hibernate.reactive.panache.common.WithSession;
 import io.quarkus.panache.common.Sort;
 import io.smallrye.mutiny.Multi;
@@ -36,6 +37,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
+import org.hibernate.reactive.mutiny.Mutiny;
 
 /**
  * Read models of the admin API, read with Hibernate Reactive from the control plane's entities
@@ -212,16 +214,20 @@ public class AdminService {
   /**
    * The views of some epochs: their progress comes with the rows ({@code rollcall.epoch_progress});
    * the breakdowns by reason, by batch state and by claimer take one grouped query each for all of
-   * them.
+   * them. Hand-outs are read as the progress reads them: the ledger's rows and the hand-outs in
+   * flight (a leased batch's rows are written with their outcome, V18), so that while batches are
+   * leased the reasons and the claimers agree with the runs handed out.
    */
   private Uni<List<EpochView>> views(List<EpochProgress> shown) {
     if (shown.isEmpty()) {
       return Uni.createFrom().item(List.of());
     }
     Map<String, Object> ids = Map.of("ids", shown.stream().map(e -> e.id).toList());
-    return Pages.select(
-            "select l.epochId, l.reason, count(distinct l.runId) from LedgerRow l"
-                + " where l.epochId in :ids and l.batchId is not null group by l.epochId, l.reason",
+    return selectSql(
+            "SELECT h.epoch_id, h.reason, count(DISTINCT h.run_id) FROM ("
+                + HAND_OUTS
+                + ") h"
+                + " GROUP BY h.epoch_id, h.reason",
             ids)
         .chain(
             handedOut ->
@@ -238,13 +244,10 @@ public class AdminService {
                                     ids)
                                 .chain(
                                     batchStates ->
-                                        Pages.select(
-                                                "select l.epochId, l.instanceId,"
-                                                    + " count(distinct l.batchId), count(*)"
-                                                    + " from LedgerRow l where l.epochId in :ids"
-                                                    + " and l.batchId is not null"
-                                                    + " group by l.epochId, l.instanceId"
-                                                    + " order by count(*) desc",
+                                        selectSql(
+                                                "SELECT h.epoch_id, h.instance_id, count(DISTINCT h.batch_id), count(*) FROM ("
+                                                    + HAND_OUTS
+                                                    + ") h GROUP BY h.epoch_id, h.instance_id ORDER BY count(*) DESC",
                                                 ids)
                                             .map(
                                                 claimers ->
@@ -437,5 +440,28 @@ public class AdminService {
               null));
     }
     return entries;
+  }
+
+  /**
+   * The hand-outs of the epochs {@code :ids}, one row per run per batch and fence: written ones
+   * (the ledger's rows with a batch) and those in flight, as {@code rollcall.epoch_progress} counts
+   * them: plain SQL, one statement like the view's.
+   */
+  private static final String HAND_OUTS =
+      "SELECT l.epoch_id, l.reason, l.run_id, l.instance_id, l.batch_id FROM rollcall.ledger l"
+          + " WHERE l.epoch_id IN (:ids) AND l.batch_id IS NOT NULL"
+          + " UNION ALL SELECT f.epoch_id, f.reason, f.run_id, f.instance_id, f.batch_id"
+          + " FROM rollcall.hand_outs_in_flight f WHERE f.epoch_id IN (:ids)";
+
+  /** The rows of an SQL query in the current session. */
+  private static Uni<List<Object[]>> selectSql(String sql, Map<String, Object> parameters) {
+    return Panache.getSession()
+        .chain(
+            session -> {
+              Mutiny.SelectionQuery<Object[]> query =
+                  session.createNativeQuery(sql, Object[].class);
+              parameters.forEach(query::setParameter);
+              return query.getResultList();
+            });
   }
 }

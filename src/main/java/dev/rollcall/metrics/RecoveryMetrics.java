@@ -1,20 +1,34 @@
 package dev.rollcall.metrics;
 
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.Duration;
+import java.util.List;
 
 /**
  * The counters and timers of recovery, named once. Gauges read from the database live in {@link
  * StateGauges}. Prometheus names: {@code rollcall_runs_total{namespace,verdict,reason}}, {@code
  * rollcall_batches_total{namespace,event}}, {@code rollcall_claim_seconds}, {@code
  * rollcall_heartbeat_seconds}, {@code rollcall_epoch_locks_total{namespace,how}}, {@code
- * rollcall_sweep_rate_limited_total}, {@code rollcall_claims_held{namespace}}.
+ * rollcall_sweep_rate_limited_total}, {@code rollcall_claims_held{namespace}}, {@code
+ * rollcall_namespace_info{namespace,classifies}}.
+ *
+ * <p>Counters appear when first incremented, and Prometheus' {@code increase()} cannot see the step
+ * from no series to 1: the first refused batch or the first death a replica counts would go unseen
+ * by an alert. {@link #publish} registers, at zero, the series the shipped alert rules watch, for
+ * every configured namespace, when the service starts.
  */
 @ApplicationScoped
 public class RecoveryMetrics {
+
+  /** Instances declared dead, tagged {@code namespace} and {@code proof}. */
+  public static final String INSTANCES_DEAD = "rollcall.instances.dead";
+
+  /** Queue locks released, tagged {@code namespace} and {@code reason}. */
+  public static final String LOCKS_RELEASED = "rollcall.queue.locks.released";
 
   private final MeterRegistry registry;
 
@@ -22,27 +36,62 @@ public class RecoveryMetrics {
     this.registry = registry;
   }
 
+  /**
+   * Publishes a configured namespace: {@code rollcall_namespace_info} (always 1; {@code classifies}
+   * says whether its source reads the engine's state, so that {@code unclassified} hand-outs are a
+   * fault there and the rule of the generic {@code table} source elsewhere), and at zero the
+   * counter series that alerts watch.
+   */
+  public void publish(String namespace, boolean classifies) {
+    Gauge.builder("rollcall.namespace.info", () -> 1)
+        .description("A configured namespace; classifies: its source reads the engine's state")
+        .tag("namespace", namespace)
+        .tag("classifies", Boolean.toString(classifies))
+        .register(registry);
+    runCounter(namespace, "handed-out", "unclassified");
+    for (String event : List.of("leased", "expired", "refused")) {
+      batchCounter(namespace, event);
+    }
+    // The proofs of Reaper.Proof and the reasons of Reason.OWNER_DEAD and ORPHANED_LOCK.
+    for (String proof : List.of("session-lost", "lease-expired")) {
+      Counter.builder(INSTANCES_DEAD)
+          .description("Instances declared dead, by the proof the death rested on")
+          .tag("namespace", namespace)
+          .tag("proof", proof)
+          .register(registry);
+    }
+    for (String reason : List.of("owner-dead", "orphaned-lock")) {
+      registry.counter(LOCKS_RELEASED, "namespace", namespace, "reason", reason);
+    }
+  }
+
   /** Runs given a verdict: {@code handed-out}, {@code deferred} or {@code skipped}, by reason. */
   public void runs(String namespace, String verdict, String reason, long count) {
     if (count > 0) {
-      Counter.builder("rollcall.runs")
-          .description("Runs by verdict and reason")
-          .tag("namespace", namespace)
-          .tag("verdict", verdict)
-          .tag("reason", reason)
-          .register(registry)
-          .increment(count);
+      runCounter(namespace, verdict, reason).increment(count);
     }
+  }
+
+  private Counter runCounter(String namespace, String verdict, String reason) {
+    return Counter.builder("rollcall.runs")
+        .description("Runs by verdict and reason")
+        .tag("namespace", namespace)
+        .tag("verdict", verdict)
+        .tag("reason", reason)
+        .register(registry);
   }
 
   /** A batch event: {@code leased}, {@code expired} (re-leased), {@code refused} (stale fence). */
   public void batch(String namespace, String event) {
-    Counter.builder("rollcall.batches")
+    batchCounter(namespace, event).increment();
+  }
+
+  private Counter batchCounter(String namespace, String event) {
+    return Counter.builder("rollcall.batches")
         .description("Batches leased, re-leased after their lease expired, and refused completes")
         .tag("namespace", namespace)
         .tag("event", event)
-        .register(registry)
-        .increment();
+        .register(registry);
   }
 
   /**

@@ -2,6 +2,7 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.registry.Endings;
 import dev.rollcall.source.RunSources;
@@ -184,7 +185,7 @@ public class Reaper {
                                 released.stream().map(QueueLocks.ReleasedLock::jobId).toList());
                             meters
                                 .counter(
-                                    "rollcall.queue.locks.released",
+                                    RecoveryMetrics.LOCKS_RELEASED,
                                     "namespace",
                                     source.namespace(),
                                     "reason",
@@ -296,7 +297,7 @@ public class Reaper {
     LOG.infof(
         "instance %s of namespace %s declared dead (%s at %s)",
         d.instanceId(), d.namespace(), proof.label, d.leaseExpiredAt());
-    Counter.builder("rollcall.instances.dead")
+    Counter.builder(RecoveryMetrics.INSTANCES_DEAD)
         .description("Instances declared dead, by the proof the death rested on")
         .tag("namespace", d.namespace())
         .tag("proof", proof.label)

@@ -1,6 +1,7 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.Ownership;
@@ -214,7 +215,7 @@ public class Takeovers {
             released ->
                 meters
                     .counter(
-                        "rollcall.queue.locks.released",
+                        RecoveryMetrics.LOCKS_RELEASED,
                         "namespace",
                         subject.namespace(),
                         "reason",

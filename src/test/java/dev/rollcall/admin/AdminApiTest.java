@@ -15,8 +15,10 @@ import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import org.junit.jupiter.api.BeforeEach;
@@ -101,6 +103,38 @@ class AdminApiTest extends ApiTestBase {
             first.get("runCount").asInt(),
             first.get("createdAt").asText(),
             first.get("completedAt").asText()));
+  }
+
+  @Test
+  void whileBatchesAreLeasedTheReasonsAndTheClaimersAgreeWithTheRunsHandedOut() {
+    Instance a = api.register(SourceTables.SMALL, deploy, "a");
+    Instance b = api.register(SourceTables.SMALL, deploy, "b");
+    Batch ofA = api.claimBatch(a, 7);
+    Batch ofB = api.claimBatch(b, 5);
+
+    JsonNode view = get("admin/epochs/" + ofA.epochId()).expect(200).body();
+
+    // Both batches in flight: nothing of them is in the ledger yet.
+    assertEquals(2, view.get("batches").get("leased").asLong());
+    assertEquals(12, view.get("runs").get("handedOut").asLong());
+    long byReason = 0;
+    for (JsonNode n : view.get("handedOutByReason")) {
+      byReason += n.asLong();
+    }
+    assertEquals(12, byReason, view.toString());
+    Map<String, String> claimers = new HashMap<>();
+    for (JsonNode c : view.get("claimers")) {
+      claimers.put(c.get("instanceId").asText(), c.get("batches") + "/" + c.get("runs"));
+    }
+    assertEquals(Map.of(a.id().toString(), "1/7", b.id().toString(), "1/5"), claimers);
+
+    // One completed, one still leased: the written hand-outs and those in flight add up.
+    api.complete(a, ofA, List.of()).expect(200);
+    view = get("admin/epochs/" + ofA.epochId()).expect(200).body();
+    assertEquals(12, view.get("runs").get("handedOut").asLong());
+    assertEquals(2, view.get("claimers").size(), view.toString());
+    api.complete(b, ofB, List.of()).expect(200);
+    api.drain(a, 100);
   }
 
   @Test
