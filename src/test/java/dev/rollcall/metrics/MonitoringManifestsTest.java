@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.Test;
  * What they say is tested by {@code promtool test rules} (.ci/run); what they name, by {@link
  * MetricsContractTest}.
  */
+@Tag("unit")
 class MonitoringManifestsTest {
 
   static final Path RULES = Path.of("k8s/monitoring/rollcall-alerts.rules.yaml");
