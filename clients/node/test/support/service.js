@@ -65,7 +65,10 @@ export async function startService({ env = {}, startTimeoutMs = 120_000, log = f
     lines.push(line);
     if (lines.length > 400) lines.shift();
     if (log) process.stderr.write(`[rollcall] ${line}\n`);
-    const port = /started an embedded PostgreSQL on port (\d+) \(user postgres, database postgres/.exec(line);
+    // The demo's banner names the embedded database's port (its start itself is quiet).
+    const port =
+      /Database\s+embedded PostgreSQL on localhost:(\d+) \(user postgres/.exec(line) ??
+      /started an embedded PostgreSQL on port (\d+) \(user postgres, database postgres/.exec(line);
     if (port) dbPort = Number(port[1]);
     const pid = /postmaster started as Process\[pid=(\d+)/.exec(line);
     if (pid) postmasterPid = Number(pid[1]);
