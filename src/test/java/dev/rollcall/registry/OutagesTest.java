@@ -28,12 +28,9 @@ class OutagesTest extends ApiTestBase {
 
   @Test
   void aLeaseThatRanOutWhileNoReplicaRanIsRenewedAndItsInstanceStaysLive() {
-    Instance live = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "live");
-    api.heartbeat(live, List.of("wrun_a")).expect(200);
+    Instance live = beating("live");
     // Rollcall was away for a minute: nobody could answer the instance's heartbeats.
-    Db.update(
-        "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now() - interval '1 minute')"
-            + " ON CONFLICT (one) DO UPDATE SET beat_at = excluded.beat_at");
+    lastSeenAMinuteAgo();
     TimeTravel.leaseExpired(live);
 
     Outages.Beat beat = outages.beat().await().indefinitely();
@@ -50,17 +47,14 @@ class OutagesTest extends ApiTestBase {
 
   @Test
   void aLeaseThatRanOutBeforeTheOutageIsStillADeath() {
-    Instance dead = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "dead");
-    api.heartbeat(dead, List.of("wrun_c")).expect(200);
+    Instance dead = beating("dead");
     // It stopped beating two minutes ago; Rollcall was last seen one minute ago.
     Db.update(
         "UPDATE rollcall.instances SET last_heartbeat_at = now() - interval '130 seconds'"
             + " WHERE id = ?",
         dead.id());
     TimeTravel.leaseExpired(dead, Duration.ofMinutes(2));
-    Db.update(
-        "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now() - interval '1 minute')"
-            + " ON CONFLICT (one) DO UPDATE SET beat_at = excluded.beat_at");
+    lastSeenAMinuteAgo();
 
     outages.beat().await().indefinitely();
     reaper.runOnce().await().indefinitely();
@@ -70,14 +64,27 @@ class OutagesTest extends ApiTestBase {
 
   @Test
   void aLeaseThatRanOutWhileTheServiceRanIsADeath() {
-    Instance victim = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), "victim");
-    api.heartbeat(victim, List.of("wrun_b")).expect(200);
+    Instance victim = beating("victim");
     outages.beat().await().indefinitely();
     TimeTravel.leaseExpired(victim);
 
     assertEquals(0, outages.beat().await().indefinitely().renewed());
     reaper.runOnce().await().indefinitely();
     assertEquals(List.of("dead"), state(victim));
+  }
+
+  /** A registered instance of a deploy of its own that has reported a run. */
+  Instance beating(String name) {
+    Instance instance = api.register(SourceTables.SMALL, UUID.randomUUID().toString(), name);
+    api.heartbeat(instance, List.of("wrun_" + name)).expect(200);
+    return instance;
+  }
+
+  /** The last beat of any service replica, a minute ago. */
+  static void lastSeenAMinuteAgo() {
+    Db.update(
+        "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now() - interval '1 minute')"
+            + " ON CONFLICT (one) DO UPDATE SET beat_at = excluded.beat_at");
   }
 
   static List<String> state(Instance instance) {
