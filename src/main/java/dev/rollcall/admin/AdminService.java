@@ -24,7 +24,6 @@ import dev.rollcall.model.InstanceRepository;
 import dev.rollcall.model.LedgerRow;
 import dev.rollcall.model.NamespaceSettingsRepository;
 import dev.rollcall.source.RunSources;
-import io.quarkus.hibernate.reactive.panache.Panache;
 import io.quarkus.hibernate.reactive.panache.common.WithSession;
 import io.quarkus.panache.common.Sort;
 import io.smallrye.mutiny.Multi;
@@ -37,7 +36,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
-import org.hibernate.reactive.mutiny.Mutiny;
 
 /**
  * Read models of the admin API, read with Hibernate Reactive from the control plane's entities
@@ -223,7 +221,7 @@ public class AdminService {
       return Uni.createFrom().item(List.of());
     }
     Map<String, Object> ids = Map.of("ids", shown.stream().map(e -> e.id).toList());
-    return selectSql(
+    return Pages.selectSql(
             "SELECT h.epoch_id, h.reason, count(DISTINCT h.run_id) FROM ("
                 + HAND_OUTS
                 + ") h"
@@ -244,7 +242,7 @@ public class AdminService {
                                     ids)
                                 .chain(
                                     batchStates ->
-                                        selectSql(
+                                        Pages.selectSql(
                                                 "SELECT h.epoch_id, h.instance_id, count(DISTINCT h.batch_id), count(*) FROM ("
                                                     + HAND_OUTS
                                                     + ") h GROUP BY h.epoch_id, h.instance_id ORDER BY count(*) DESC",
@@ -452,16 +450,4 @@ public class AdminService {
           + " WHERE l.epoch_id IN (:ids) AND l.batch_id IS NOT NULL"
           + " UNION ALL SELECT f.epoch_id, f.reason, f.run_id, f.instance_id, f.batch_id"
           + " FROM rollcall.hand_outs_in_flight f WHERE f.epoch_id IN (:ids)";
-
-  /** The rows of an SQL query in the current session. */
-  private static Uni<List<Object[]>> selectSql(String sql, Map<String, Object> parameters) {
-    return Panache.getSession()
-        .chain(
-            session -> {
-              Mutiny.SelectionQuery<Object[]> query =
-                  session.createNativeQuery(sql, Object[].class);
-              parameters.forEach(query::setParameter);
-              return query.getResultList();
-            });
-  }
 }

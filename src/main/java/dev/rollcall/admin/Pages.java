@@ -26,11 +26,23 @@ final class Pages {
 
   /** The rows of an HQL query in the current session. */
   static Uni<List<Object[]>> select(String hql, Map<String, Object> parameters) {
+    return rows(false, hql, parameters);
+  }
+
+  /** The rows of a plain SQL query in the current session (a union HQL cannot say). */
+  static Uni<List<Object[]>> selectSql(String sql, Map<String, Object> parameters) {
+    return rows(true, sql, parameters);
+  }
+
+  private static Uni<List<Object[]>> rows(
+      boolean nativeSql, String text, Map<String, Object> parameters) {
     return Panache.getSession()
         .chain(
             session -> {
               Mutiny.SelectionQuery<Object[]> query =
-                  session.createSelectionQuery(hql, Object[].class);
+                  nativeSql
+                      ? session.createNativeQuery(text, Object[].class)
+                      : session.createSelectionQuery(text, Object[].class);
               parameters.forEach(query::setParameter);
               return query.getResultList();
             });
