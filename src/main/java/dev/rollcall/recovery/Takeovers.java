@@ -114,19 +114,24 @@ public class Takeovers {
                                     conn, source.get(), runIds, subject.instanceId()))
                     // Before anything is visible: the owner's redelivered messages and the
                     // batches replay the mended log once this transaction commits.
-                    .call(
+                    .chain(
                         verdicts ->
                             source.isEmpty()
-                                ? Uni.createFrom().voidItem()
-                                : tornRuns.takeover(
-                                    conn,
-                                    new TornRuns.Scope(
-                                        source.get(), epoch.id(), subject.instanceId()),
-                                    verdicts,
-                                    locks.stream()
-                                        .map(QueueLocks.ReleasedLock::messageId)
-                                        .filter(m -> m != null)
-                                        .toList()))
+                                ? Uni.createFrom().item(verdicts)
+                                : tornRuns
+                                    .takeover(
+                                        conn,
+                                        new TornRuns.Scope(
+                                            source.get(), epoch.id(), subject.instanceId()),
+                                        verdicts,
+                                        locks.stream()
+                                            .map(QueueLocks.ReleasedLock::messageId)
+                                            .filter(m -> m != null)
+                                            .toList())
+                                    .map(
+                                        mends ->
+                                            TornRuns.wakeMended(
+                                                verdicts, mends, subject.instanceId())))
                     .chain(verdicts -> handOut(conn, source, epoch, verdicts, locks.size())))
         .chain(
             opened ->

@@ -8,9 +8,11 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import org.jboss.logging.Logger;
 
@@ -84,6 +86,28 @@ public class TornRuns {
                               all.addAll(steps);
                               return all;
                             }));
+  }
+
+  /**
+   * The verdicts once a takeover has mended: a run a live instance reports, in which the dead
+   * instance's step was mended, is handed out as {@code owner-dead} after all. Writing the step's
+   * terminal event finishes only half of what the dead process owed the run: its next write was the
+   * wake-up of the workflow (the runtime enqueues the run's workflow message after every terminal
+   * step event), and nothing else sends it when the live peer's deliveries have ended and the dead
+   * owner's message will not come back. A duplicate wake-up replays the log as a sibling step's
+   * completion does; a missing one leaves the run to the next sweep.
+   */
+  static List<Verdict> wakeMended(List<Verdict> verdicts, List<Mend> mends, UUID deadInstance) {
+    Set<String> mended = new HashSet<>();
+    mends.forEach(m -> mended.add(m.runId()));
+    List<Verdict> out = new ArrayList<>(verdicts.size());
+    for (Verdict v : verdicts) {
+      out.add(
+          v.reason() == Reason.OWNED_BY_LIVE_INSTANCE && mended.contains(v.runId())
+              ? Verdict.handOut(v.runId(), v.workflowName(), Reason.OWNER_DEAD, deadInstance)
+              : v);
+    }
+    return out;
   }
 
   /** The runs of a pass's verdicts that may be mended: those handed out. */

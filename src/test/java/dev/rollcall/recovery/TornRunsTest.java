@@ -170,6 +170,15 @@ class TornRunsTest extends ApiTestBase {
     // A torn step of a live-owned run that no message of the victim owned is left alone: a live
     // process may be writing it.
     assertEquals(0, events(notOurs, "step_completed"));
+    // The mended run gets the wake-up the dead process owed it after the step's event; the run
+    // that was not mended stays with its live peer.
+    List<String> handedOut = new java.util.ArrayList<>();
+    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
+      handedOut.addAll(b.runIds());
+      api.complete(peer, b, List.of()).expect(200);
+    }
+    assertTrue(handedOut.contains(torn), "the mended run is woken: " + handedOut);
+    assertFalse(handedOut.contains(notOurs), "the live peer's run is left alone: " + handedOut);
     api.leave(peer).expect(204);
   }
 
