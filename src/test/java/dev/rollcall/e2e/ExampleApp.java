@@ -107,15 +107,6 @@ final class ExampleApp {
           .asText();
     }
 
-    /** Starts a workflow with initial run attributes on this replica; returns its run id. */
-    String startWithAttributes(String workflow, Map<String, String> attributes, Object... args) {
-      return post(
-              "/start",
-              Map.of("workflow", workflow, "args", List.of(args), "attributes", attributes))
-          .path("runId")
-          .asText();
-    }
-
     /** Resumes the run parked on a hook. */
     void resume(String token, Map<String, Object> payload) {
       post("/hooks/" + token, payload);
