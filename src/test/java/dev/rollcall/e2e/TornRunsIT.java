@@ -42,9 +42,10 @@ import org.junit.jupiter.api.Test;
  * torn-repaired} for every torn run. Prints tear → takeover, tear → completed and takeover →
  * continued on a peer (the run's first delivery elsewhere). Each tear comes near the end of its
  * run, so that what follows the takeover is mostly the recovery. Properties: {@code e2e.tears}
- * (default 6: each kind of tear at least once), {@code e2e.tear-deadline-s} (per torn run, from its
- * tear; default 60), and {@code e2e.seed}, {@code e2e.recovery}, {@code e2e.target-world}, {@code
- * e2e.line} as in {@link EndToEndIT}.
+ * (default 6: each kind of tear at least once), {@code e2e.tear-workflows} (a comma list: only the
+ * tears of these workflows, for example {@code fanOut}), {@code e2e.tear-deadline-s} (per torn run,
+ * from its tear; default 60), and {@code e2e.seed}, {@code e2e.recovery}, {@code e2e.target-world},
+ * {@code e2e.line} as in {@link EndToEndIT}.
  */
 @Tag("e2e")
 class TornRunsIT {
@@ -152,19 +153,24 @@ class TornRunsIT {
    */
   private static List<Plan> plans(Settings s) {
     int fast = s.fastStepMs();
-    return List.of(
-        // one of many short steps in a row, the third from the end, its completion torn
-        new Plan("step_completed", "chain", s.chainSteps() - 3, fast, s.chainSteps()),
-        // a sleep's creation torn (the replay creates it again and sleeps the whole of it)
-        new Plan("wait_created", "remind", 0, 200, 500),
-        // one of the steps running side by side in the second batch, its completion torn
-        new Plan("step_completed", "fanOut", s.fanWidth() + 1, fast, s.fanWidth()),
-        // a step's failure (handled by the workflow) torn
-        new Plan("step_failed", "refund", 0, 200),
-        // a sleep's completion torn
-        new Plan("wait_completed", "remind", 0, 200, 500),
-        // a slow step's completion torn
-        new Plan("step_completed", "fulfil", 1, 500));
+    String only = System.getProperty("e2e.tear-workflows", "");
+    List<Plan> all =
+        List.of(
+            // one of many short steps in a row, the third from the end, its completion torn
+            new Plan("step_completed", "chain", s.chainSteps() - 3, fast, s.chainSteps()),
+            // a sleep's creation torn (the replay creates it again and sleeps the whole of it)
+            new Plan("wait_created", "remind", 0, 200, 500),
+            // one of the steps running side by side in the second batch, its completion torn
+            new Plan("step_completed", "fanOut", s.fanWidth() + 1, fast, s.fanWidth()),
+            // a step's failure (handled by the workflow) torn
+            new Plan("step_failed", "refund", 0, 200),
+            // a sleep's completion torn
+            new Plan("wait_completed", "remind", 0, 200, 500),
+            // a slow step's completion torn
+            new Plan("step_completed", "fulfil", 1, 500));
+    return only.isBlank()
+        ? all
+        : all.stream().filter(p -> List.of(only.split(",")).contains(p.workflow())).toList();
   }
 
   /**
@@ -366,7 +372,7 @@ class TornRunsIT {
                 + " not completed within "
                 + deadlineS
                 + " s of its tear ("
-                + stateNow(db, runId)
+                + stateNow(db, runId, t.correlationId())
                 + ")");
       }
       if (takeoverAt == null) {
@@ -435,8 +441,12 @@ class TornRunsIT {
     return failures;
   }
 
-  /** The run's status, its step and wait rows and its last events, in one line. */
-  private static String stateNow(TestDatabase db, String runId) {
+  /**
+   * The run's status, its step and wait rows, its last events, the inline owner the torn step's
+   * latest start names and the run's ledger rows (the locks released for it, with their messages),
+   * in one line: what a failure needs to be understood without the database.
+   */
+  private static String stateNow(TestDatabase db, String runId, String correlationId) {
     return "status "
         + db.column("SELECT status FROM workflow.workflow_runs WHERE id = ?", runId)
         + "; steps "
@@ -454,6 +464,18 @@ class TornRunsIT {
             "SELECT type || coalesce(':' || right(correlation_id, 6), '') FROM"
                 + " (SELECT * FROM workflow.workflow_events WHERE run_id = ?"
                 + "  ORDER BY id DESC LIMIT 6) e ORDER BY id",
+            runId)
+        + "; torn step's latest start owned by "
+        + db.column(
+            "SELECT coalesce(rollcall.cbor_text(payload_cbor, 'ownerMessageId'), 'no one')"
+                + " FROM workflow.workflow_events WHERE run_id = ? AND correlation_id = ?"
+                + " AND type = 'step_started' ORDER BY id DESC LIMIT 1",
+            runId,
+            correlationId)
+        + "; ledger "
+        + db.column(
+            "SELECT outcome || ' ' || reason || coalesce(' ' || detail, '')"
+                + " FROM rollcall.ledger WHERE run_id = ? ORDER BY id",
             runId);
   }
 
