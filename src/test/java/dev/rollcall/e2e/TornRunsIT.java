@@ -197,7 +197,7 @@ class TornRunsIT {
             + "  SELECT a.* INTO arm FROM rollcall_e2e.arms a\n"
             + "    JOIN workflow.workflow_runs r ON r.id = NEW.run_id\n"
             + "   WHERE a.event = NEW.type AND NEW.run_id > a.after_run\n"
-            + "     AND r.workflow_name LIKE '%//' || a.workflow\n"
+            + "     AND r.name LIKE '%//' || a.workflow\n"
             + "   ORDER BY a.after_run DESC LIMIT 1;\n"
             + "  IF arm.seq IS NULL\n"
             + "     OR (SELECT count(*) FROM workflow.workflow_events e\n"
