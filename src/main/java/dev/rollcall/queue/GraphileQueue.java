@@ -305,8 +305,7 @@ public final class GraphileQueue implements QueueLocks {
                         r.getLong("id"),
                         r.getString("identifier"),
                         r.getString("locked_by"),
-                        runIdOf(payload),
-                        messageIdOf(payload),
+                        deliveryOf(payload),
                         r.getUUID("owner_id"),
                         r.getString("proof")));
               }
@@ -365,22 +364,37 @@ public final class GraphileQueue implements QueueLocks {
    * of a JSON body with {@code runId} (or {@code workflowRunId} for steps). Null when unreadable.
    */
   static String runIdOf(String payload) {
+    JsonNode body = bodyOf(payload);
+    for (String field : new String[] {"runId", "workflowRunId"}) {
+      if (body.path(field).isTextual()) {
+        return body.path(field).asText();
+      }
+    }
+    return null;
+  }
+
+  /** The step a step message executes ({@code stepId} in its body), or null for other jobs. */
+  static String stepIdOf(String payload) {
+    JsonNode step = bodyOf(payload).path("stepId");
+    return step.isTextual() ? step.asText() : null;
+  }
+
+  /** The run, message and step (of a step message) an engine payload names; nulls where not. */
+  static Delivery deliveryOf(String payload) {
+    return new Delivery(runIdOf(payload), messageIdOf(payload), stepIdOf(payload));
+  }
+
+  /** An engine payload's message body (base64 JSON in {@code data}), or a missing node. */
+  private static JsonNode bodyOf(String payload) {
     try {
       JsonNode data = JSON.readTree(payload).path("data");
       if (!data.isTextual()) {
-        return null;
+        return com.fasterxml.jackson.databind.node.MissingNode.getInstance();
       }
-      JsonNode body =
-          JSON.readTree(
-              new String(Base64.getDecoder().decode(data.asText()), StandardCharsets.UTF_8));
-      for (String field : new String[] {"runId", "workflowRunId"}) {
-        if (body.path(field).isTextual()) {
-          return body.path(field).asText();
-        }
-      }
-      return null;
+      return JSON.readTree(
+          new String(Base64.getDecoder().decode(data.asText()), StandardCharsets.UTF_8));
     } catch (Exception e) {
-      return null;
+      return com.fasterxml.jackson.databind.node.MissingNode.getInstance();
     }
   }
 }

@@ -15,17 +15,34 @@ public interface QueueLocks {
 
   /**
    * A job lock that was released, and why that was safe. {@code runId} is null when the payload
-   * does not name one; {@code ownerId} is the instance the worker belonged to, null when none owned
-   * up to it.
+   * does not name one, {@code stepId} when the job is not a step's own message; {@code ownerId} is
+   * the instance the worker belonged to, null when none owned up to it.
    */
   record ReleasedLock(
       long jobId,
       String taskIdentifier,
       String workerId,
-      String runId,
-      String messageId,
+      Delivery delivery,
       UUID ownerId,
-      String proof) {}
+      String proof) {
+
+    public String runId() {
+      return delivery.runId();
+    }
+
+    public String messageId() {
+      return delivery.messageId();
+    }
+
+    public String stepId() {
+      return delivery.stepId();
+    }
+  }
+
+  /**
+   * What a job delivers, from its payload: the run, the message, and the step of a step message.
+   */
+  record Delivery(String runId, String messageId, String stepId) {}
 
   /** A queue message a live instance reports executing. */
   record Reported(UUID instanceId, String messageId) {}

@@ -124,10 +124,7 @@ public class Takeovers {
                                         new TornRuns.Scope(
                                             source.get(), epoch.id(), subject.instanceId()),
                                         verdicts,
-                                        locks.stream()
-                                            .map(QueueLocks.ReleasedLock::messageId)
-                                            .filter(m -> m != null)
-                                            .toList())
+                                        locks)
                                     .map(
                                         mends ->
                                             TornRuns.wakeMended(

@@ -1,5 +1,7 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.queue.QueueLocks;
+import dev.rollcall.source.DeadDeliveries;
 import dev.rollcall.source.Mend;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.Savepoints;
@@ -61,13 +63,20 @@ public class TornRuns {
 
   /**
    * A takeover's mends: every torn write of the runs of {@link #ofTakeover}, and in the runs a live
-   * instance has taken up only the steps that one of the dead instance's messages ({@code
-   * deadMessages}, the jobs its workers held) executed inline: a {@code Promise.all} runs each step
-   * in a delivery of its own, and the dead process's step stays torn while its siblings run on live
-   * replicas.
+   * instance has taken up only the steps that one of the dead instance's deliveries (the jobs its
+   * workers held, {@code released}) executed, inline or as the step's own message: a {@code
+   * Promise.all} runs each step in a delivery of its own, and the dead process's step stays torn
+   * while its siblings run on live replicas.
    */
   public Uni<List<Mend>> takeover(
-      SqlClient conn, Scope scope, List<Verdict> verdicts, List<String> deadMessages) {
+      SqlClient conn, Scope scope, List<Verdict> verdicts, List<QueueLocks.ReleasedLock> released) {
+    DeadDeliveries deadDeliveries =
+        new DeadDeliveries(
+            released.stream()
+                .map(QueueLocks.ReleasedLock::messageId)
+                .filter(m -> m != null)
+                .toList(),
+            released.stream().map(QueueLocks.ReleasedLock::stepId).filter(s -> s != null).toList());
     Map<String, String> owned = new LinkedHashMap<>();
     for (Verdict v : verdicts) {
       if (v.reason() == Reason.OWNED_BY_LIVE_INSTANCE) {
@@ -77,9 +86,9 @@ public class TornRuns {
     return mend(conn, scope, ofTakeover(verdicts), null)
         .chain(
             whole ->
-                owned.isEmpty() || deadMessages.isEmpty()
+                owned.isEmpty() || deadDeliveries.isEmpty()
                     ? Uni.createFrom().item(whole)
-                    : mend(conn, scope, owned, deadMessages)
+                    : mend(conn, scope, owned, deadDeliveries)
                         .map(
                             steps -> {
                               List<Mend> all = new ArrayList<>(whole);
@@ -129,10 +138,10 @@ public class TornRuns {
 
   /**
    * Mends the torn writes of {@code runs} (run id to the reason it is in the epoch's hands), only
-   * their steps owned by {@code ownerMessages} unless that is null, and records each.
+   * their steps written by {@code deliveries} unless that is null, and records each.
    */
   private Uni<List<Mend>> mend(
-      SqlClient conn, Scope scope, Map<String, String> runs, List<String> ownerMessages) {
+      SqlClient conn, Scope scope, Map<String, String> runs, DeadDeliveries deliveries) {
     RunSource source = scope.source();
     long epochId = scope.epochId();
     // A source that writes atomically costs a pass nothing here, not even a savepoint.
@@ -142,9 +151,9 @@ public class TornRuns {
     return Savepoints.attempt(
             conn,
             "mend_torn",
-            (ownerMessages == null
+            (deliveries == null
                     ? source.mendTorn(conn, runs.keySet())
-                    : source.mendTornStepsOwnedBy(conn, runs.keySet(), ownerMessages))
+                    : source.mendTornStepsOwnedBy(conn, runs.keySet(), deliveries))
                 .call(mends -> ledger.tornRepaired(conn, scope, runs, mends)),
             e -> {
               LOG.warnf(

@@ -111,11 +111,12 @@ public interface RunSource {
   }
 
   /**
-   * Repairs only the torn steps of these runs that one of {@code ownerMessages} (the dead
-   * instance's) executed inline, in runs a live instance executes too; see {@link #mendTorn}.
+   * Repairs only the torn steps of these runs that one of the dead instance's {@code deliveries}
+   * wrote (executed inline by one of its messages, or by the step's own message), in runs a live
+   * instance executes too; see {@link #mendTorn}.
    */
   default Uni<List<Mend>> mendTornStepsOwnedBy(
-      SqlClient client, Collection<String> runIds, Collection<String> ownerMessages) {
+      SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {
     return Uni.createFrom().item(List.of());
   }
 

@@ -290,8 +290,8 @@ public final class WorldPostgresSource implements RunSource {
 
   @Override
   public Uni<List<Mend>> mendTornStepsOwnedBy(
-      SqlClient client, Collection<String> runIds, Collection<String> ownerMessages) {
-    return tears.mendOwnedSteps(client, runIds, ownerMessages);
+      SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {
+    return tears.mendOwnedSteps(client, runIds, deliveries);
   }
 
   @Override

@@ -70,22 +70,25 @@ final class WorldPostgresTears {
   }
 
   /**
-   * The torn steps of these runs whose latest {@code step_started} names one of {@code
-   * ownerMessages} as its inline owner (the 5.0 line), mended; nothing else of the runs. For runs a
-   * live instance executes too: a step the runtime runs inline is executed only by its owner
-   * message's delivery, so no live process can be half-way through writing it when that message's
-   * process is dead (a {@code Promise.all} runs its steps in deliveries of their own, side by
-   * side).
+   * The torn steps of these runs that one of the dead instance's {@code deliveries} wrote, mended;
+   * nothing else of the runs. For runs a live instance executes too. A step is written only by the
+   * delivery that executes it, which holds its job's lock until it ends: by its inline owner's
+   * delivery (the owner its latest {@code step_started} names, the 5.0 line), or else by the step's
+   * own message. When that message's process is dead, no live process can be half-way through
+   * writing the step (a {@code Promise.all} runs its steps in deliveries of their own, side by
+   * side, some of them on live peers).
    */
   Uni<List<Mend>> mendOwnedSteps(
-      SqlClient client, Collection<String> runIds, Collection<String> ownerMessages) {
-    if (runIds.isEmpty() || ownerMessages.isEmpty()) {
+      SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {
+    if (runIds.isEmpty() || deliveries.isEmpty()) {
       return Uni.createFrom().item(List.of());
     }
     String[] ids = runIds.toArray(String[]::new);
-    String[] owners = ownerMessages.toArray(String[]::new);
+    String[] owners = deliveries.messageIds().toArray(String[]::new);
+    String[] stepIds = deliveries.stepIds().toArray(String[]::new);
     return lockRuns(client, ids)
-        .chain(() -> client.preparedQuery(tornStepsSql(true)).execute(Tuple.of(ids, owners)))
+        .chain(
+            () -> client.preparedQuery(tornStepsSql(true)).execute(Tuple.of(ids, owners, stepIds)))
         .chain(steps -> each(client, steps, this::mendStep));
   }
 
@@ -127,7 +130,11 @@ final class WorldPostgresTears {
         + ".workflow_events e WHERE e.correlation_id = s.step_id AND e.run_id = s.run_id"
         + "   AND e.type = 'step_started' ORDER BY e.id DESC LIMIT 1) st ON true"
         + " WHERE s.run_id = ANY($1::text[]) AND s.status IN ('completed', 'failed')"
-        + (ownedBy ? " AND st.owner = ANY($2::text[])" : "")
+        // Inline-owned steps by their owner; the others by their own message's step.
+        + (ownedBy
+            ? " AND (st.owner = ANY($2::text[])"
+                + " OR (st.owner IS NULL AND s.step_id = ANY($3::text[])))"
+            : "")
         + " AND r.status IN ('pending', 'running')"
         + " AND NOT EXISTS (SELECT 1 FROM "
         + engine

@@ -183,6 +183,29 @@ class TornRunsTest extends ApiTestBase {
   }
 
   @Test
+  void theDeadOwnersStepRunByItsOwnMessageIsMendedInARunALivePeerExecutes() throws Exception {
+    Instance peer = bootedPeer();
+    String worker = "worker-" + deploy;
+    // A Promise.all's step delivered as a message of its own (its start names no inline owner),
+    // executed by the victim's worker, torn between the row and the event; a peer runs a sibling.
+    String torn = beta.tornStepCompletedByItsMessageLockedBy(worker);
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(worker));
+    api.heartbeat(victim, List.of(torn)).expect(200);
+    api.heartbeat(peer, List.of(torn)).expect(200);
+    TimeTravel.leaseExpired(victim);
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals(1, events(torn, "step_completed"));
+    List<String> handedOut = new java.util.ArrayList<>();
+    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
+      handedOut.addAll(b.runIds());
+      api.complete(peer, b, List.of()).expect(200);
+    }
+    assertTrue(handedOut.contains(torn), "the mended run is woken: " + handedOut);
+    api.leave(peer).expect(204);
+  }
+
+  @Test
   void aPassThatHandsATornRunOutMendsItFirst() throws Exception {
     String torn = beta.tornStepCompleted();
     TimeTravel.engineQuiet(torn);

@@ -267,6 +267,24 @@ public final class EngineRuns {
         });
   }
 
+  /**
+   * The 5.0 line's {@link #tornStepCompleted()} of a step run by its own message (no inline owner
+   * in its {@code step_started}), whose job {@code workerId} still holds: the job's key is the
+   * step's id and its body names the step, as the runtime queues a step of a {@code Promise.all}.
+   */
+  public String tornStepCompletedByItsMessageLockedBy(String workerId) {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          String step = s.createStep(runId);
+          long job = s.addStepMessageJob(runId, step);
+          s.lock(job, workerId);
+          s.startStep(runId, step, null);
+          s.tearStep(runId, step, "completed");
+        });
+  }
+
   /** Like {@link #tornStepCompleted()}, the row {@code failed} with its error, no event. */
   public String tornStepFailed() {
     return tornStep("failed");
@@ -808,6 +826,20 @@ public final class EngineRuns {
           attempt,
           runAt,
           messageId);
+    }
+
+    /** A step's own message on the flows task, keyed by the step's id as the runtime keys it. */
+    long addStepMessageJob(String runId, String stepId) throws SQLException {
+      return addJob(
+          flowsTask(),
+          "msg_" + ulid(),
+          workflowName,
+          json(
+              Map.of("workflowName", workflowName, "workflowRunId", runId, "stepId", stepId),
+              List.of("workflowName", "workflowRunId", "stepId")),
+          1,
+          null,
+          stepId);
     }
 
     /** {@code WorkerUtils.addJob} of graphile-worker 0.16, as the engine's queue calls it. */
