@@ -476,6 +476,27 @@ class TornRunsIT {
         + db.column(
             "SELECT outcome || ' ' || reason || coalesce(' ' || detail, '')"
                 + " FROM rollcall.ledger WHERE run_id = ? ORDER BY id",
+            runId)
+        + "; each step's terminal event and latest start's owner "
+        + db.column(
+            "SELECT right(s.step_id, 6) || ' ' || s.status || ' '"
+                + " || (SELECT count(*) FROM workflow.workflow_events e WHERE e.run_id = s.run_id"
+                + "   AND e.correlation_id = s.step_id"
+                + "   AND e.type IN ('step_completed', 'step_failed')) || ' by '"
+                + " || coalesce((SELECT rollcall.cbor_text(e.payload_cbor, 'ownerMessageId')"
+                + "   FROM workflow.workflow_events e WHERE e.run_id = s.run_id"
+                + "   AND e.correlation_id = s.step_id AND e.type = 'step_started'"
+                + "   ORDER BY e.id DESC LIMIT 1), 'its message')"
+                + " FROM workflow.workflow_steps s WHERE s.run_id = ? ORDER BY s.created_at",
+            runId)
+        + "; the run's jobs "
+        + db.column(
+            "SELECT j.id || ' key ' || coalesce(j.key, 'none') || ' attempts ' || j.attempts"
+                + " || '/' || j.max_attempts || ' run_at in '"
+                + " || round(extract(epoch FROM j.run_at - now()))::text || ' s'"
+                + " || coalesce(' locked by ' || j.locked_by, '')"
+                + " FROM graphile_worker._private_jobs j"
+                + " WHERE rollcall.engine_job_run_id(j.payload) = ? ORDER BY j.id",
             runId);
   }
 
