@@ -33,7 +33,15 @@ public class TracingSwitch implements ConfigSourceFactory {
             Map.of(SDK_DISABLED, String.valueOf(!endpoint)), "rollcall-tracing-switch", ORDINAL));
   }
 
+  /**
+   * Set by someone: a property, the environment, a system property. Not the extension's own default
+   * endpoint ({@code http://localhost:4317}), which a defaults source of negative ordinal holds:
+   * with that counted, every service would try to export to a collector nobody runs.
+   */
   private static boolean configured(ConfigValue value) {
-    return value != null && value.getValue() != null && !value.getValue().isBlank();
+    return value != null
+        && value.getValue() != null
+        && !value.getValue().isBlank()
+        && value.getConfigSourceOrdinal() > 0;
   }
 }

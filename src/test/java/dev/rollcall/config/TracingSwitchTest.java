@@ -13,9 +13,17 @@ import org.junit.jupiter.api.Test;
 @Tag("unit")
 class TracingSwitchTest {
 
+  /** The extension's defaults, as Quarkus holds them: below every source anyone sets. */
+  static final PropertiesConfigSource DEFAULTS =
+      new PropertiesConfigSource(
+          Map.of("quarkus.otel.exporter.otlp.endpoint", "http://localhost:4317"),
+          "defaults",
+          Integer.MIN_VALUE);
+
   static String sdkDisabled(Map<String, String> settings) {
     SmallRyeConfig config =
         new SmallRyeConfigBuilder()
+            .withSources(DEFAULTS)
             .withSources(new PropertiesConfigSource(settings, "settings", 250))
             .withSources(new TracingSwitch())
             .build();
@@ -23,7 +31,7 @@ class TracingSwitchTest {
   }
 
   @Test
-  void withoutAnEndpointTheSdkIsOffSoNothingTriesToExport() {
+  void withoutAnEndpointTheSdkIsOffSoNothingTriesToExportToTheDefaultOne() {
     assertEquals("true", sdkDisabled(Map.of()));
     assertEquals("true", sdkDisabled(Map.of("quarkus.otel.exporter.otlp.endpoint", " ")));
   }
