@@ -21,8 +21,8 @@ import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
-import dev.rollcall.testing.EngineRuns;
 import dev.rollcall.testing.Poll;
+import dev.rollcall.testing.QueueJobs;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
@@ -32,14 +32,12 @@ import io.opentelemetry.sdk.trace.data.SpanData;
 import io.quarkus.test.junit.TestProfile;
 import jakarta.inject.Inject;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.UUID;
 import java.util.stream.Collectors;
 import org.jboss.logging.Logger;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -56,22 +54,14 @@ class DeathTraceTest extends ApiTestBase {
   @Inject Reaper reaper;
   @Inject InMemorySpanExporter exporter;
 
-  String tag;
-  final List<Long> jobs = new ArrayList<>();
-
-  @BeforeEach
-  void fresh() {
-    tag = UUID.randomUUID().toString().substring(0, 8);
-    // Instances other tests left behind are reaped first, so each test sees only its own death.
-    reaper.runOnce().await().indefinitely();
-  }
+  // Each test's names are its own; its death is found by its instance's id, so instances other
+  // tests left behind may be reaped in the same pass.
+  final String tag = UUID.randomUUID().toString().substring(0, 8);
+  final QueueJobs queue = new QueueJobs();
 
   @AfterEach
   void dropJobs() {
-    Db.update(
-        "DELETE FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])",
-        "{" + jobs.stream().map(String::valueOf).collect(Collectors.joining(",")) + "}");
-    jobs.clear();
+    queue.deleteAll();
   }
 
   @Test
@@ -173,19 +163,9 @@ class DeathTraceTest extends ApiTestBase {
 
   // ---------------------------------------------------------------------------------------------
 
-  long job(String runId, String messageId, String worker) {
-    long id =
-        Db.number(
-            "SELECT id FROM graphile_worker.add_job(?, ?::json, job_key => ?)",
-            "workflow_flows",
-            EngineRuns.flowsPayload(messageId, "wf", runId, 1),
-            messageId);
-    Db.update(
-        "UPDATE graphile_worker._private_jobs SET locked_by = ?, locked_at = now() WHERE id = ?",
-        worker,
-        id);
-    jobs.add(id);
-    return id;
+  /** A job of the engine's flows locked by {@code worker} now, keyed by its message. */
+  void job(String runId, String messageId, String worker) {
+    queue.add("workflow_flows", messageId, messageId, runId, worker, 0);
   }
 
   static long takeoverOf(Instance victim) {
