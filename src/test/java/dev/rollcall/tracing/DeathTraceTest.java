@@ -112,6 +112,21 @@ class DeathTraceTest extends ApiTestBase {
     assertEquals(taken.id(), claim.getAttributes().get(BATCH));
     assertEquals(List.of("owner-dead=3"), claim.getAttributes().get(REASONS));
     assertTrue(!claim.getTraceId().equals(death.getTraceId()), "the claim has its own trace");
+    assertTrue(claim.getParentSpanContext().isValid(), "a child of the claim's HTTP request");
+    // The victim's life before its death: its registration, and its heartbeat's flush.
+    SpanData registered =
+        spans().stream()
+            .filter(s -> s.getName().equals(RecoveryTraces.REGISTER))
+            .filter(s -> victim.id().toString().equals(s.getAttributes().get(INSTANCE)))
+            .findFirst()
+            .orElseThrow();
+    assertEquals("next-" + deploy, registered.getAttributes().get(RecoveryTraces.DEPLOYMENT));
+    assertTrue(
+        spans().stream()
+            .anyMatch(
+                s ->
+                    s.getName().equals(RecoveryTraces.HEARTBEAT_FLUSH)
+                        && orZero(s.getAttributes().get(RecoveryTraces.BEATS)) >= 1));
     assertEquals(
         RecoveryTraces.COMPLETE,
         spans().stream()
