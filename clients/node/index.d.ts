@@ -342,7 +342,13 @@ export declare function jsonLogger(options?: { level?: 'debug' | 'info' | 'warn'
 export declare const silentLogger: Required<Logger>;
 
 export declare class RollcallApi {
-  constructor(options: { url: string; fetch?: typeof fetch; requestTimeoutMs?: number });
+  constructor(options: {
+    url: string;
+    fetch?: typeof fetch;
+    requestTimeoutMs?: number;
+    /** The trace headers of each request; by default the W3C `traceparent` of the active span when the application has `@opentelemetry/api`. */
+    traceHeaders?: () => Promise<Record<string, string>>;
+  });
   register(secret: string, body: { namespace: string; deploymentId: string; name: string; workerIds?: string[] }): Promise<{
     instanceId: string;
     token: string;

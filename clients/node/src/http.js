@@ -1,5 +1,6 @@
 import { BAD_RESPONSE, RollcallError, UNREACHABLE } from './errors.js';
 import { retryAfterOf } from './retry.js';
+import { activeTraceHeaders } from './trace-context.js';
 import { nodeTransport } from './transport.js';
 
 /**
@@ -7,7 +8,8 @@ import { nodeTransport } from './transport.js';
  * RollcallError (the problem document's type, status and detail); no answer at all (connection
  * refused, reset, timeout) is a RollcallError with status 0 and type `urn:rollcall:client:unreachable`.
  * A 429 or 503 carries how long it asked to wait (`retryAfterMs`: the problem's own figure, else
- * the `Retry-After` header).
+ * the `Retry-After` header). Each request carries the W3C `traceparent` of the application's active
+ * span when it has `@opentelemetry/api` ({@link activeTraceHeaders}).
  */
 export class RollcallApi {
   /**
@@ -15,13 +17,20 @@ export class RollcallApi {
    * @param {string} options.url the service's base URL
    * @param {typeof fetch} [options.fetch] replaces the built-in node:http transport
    * @param {number} [options.requestTimeoutMs] deadline of one request
+   * @param {() => Promise<object>} [options.traceHeaders] the trace headers of a request
    */
-  constructor({ url, fetch: fetchImpl = nodeTransport(), requestTimeoutMs = 10_000 }) {
+  constructor({
+    url,
+    fetch: fetchImpl = nodeTransport(),
+    requestTimeoutMs = 10_000,
+    traceHeaders = activeTraceHeaders,
+  }) {
     if (typeof url !== 'string' || url === '') throw new TypeError('url is required');
     if (typeof fetchImpl !== 'function') throw new TypeError('no fetch implementation');
     this.base = url.replace(/\/+$/, '');
     this.fetch = fetchImpl;
     this.requestTimeoutMs = requestTimeoutMs;
+    this.traceHeaders = traceHeaders;
   }
 
   register(secret, body) {
@@ -69,9 +78,11 @@ export class RollcallApi {
   async #call(operation, method, path, bearer, body, ok, timeoutMs = this.requestTimeoutMs, signal = undefined) {
     let response;
     try {
+      const trace = await this.traceHeaders();
       response = await this.fetch(this.base + path, {
         method,
         headers: {
+          ...trace,
           authorization: `Bearer ${bearer}`,
           'content-type': 'application/json',
           accept: 'application/json, application/problem+json',

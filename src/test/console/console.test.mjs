@@ -347,6 +347,48 @@ describe('admin console', { timeout: 300_000 }, () => {
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
   });
 
+  it('plots the last hour with the figures the timeline API returns', async () => {
+    await refreshes(page, 2);
+    const chart = page.getByTestId('timeline-chart');
+    await chart.waitFor({ timeout: 5000 });
+    const minutes = (await service.admin('timeline')).minutes;
+    const api = {
+      handedOut: minutes.reduce((t, m) => t + m.handedOut, 0),
+      deaths: minutes.reduce((t, m) => t + m.deaths, 0),
+      openPasses: minutes[minutes.length - 1].openPasses,
+    };
+    // What was done so far: 500 runs handed out, web-2 evicted, the boot and manual passes open.
+    assert.ok(api.handedOut >= 5 * BATCH_RUNS, `handed out ${api.handedOut}`);
+    assert.equal(api.deaths, 1);
+    assert.ok(api.openPasses >= 2, `open now ${api.openPasses}`);
+    assert.deepEqual(
+      {
+        handedOut: await shown(page, 'timeline-handed-out'),
+        deaths: await shown(page, 'timeline-deaths'),
+        openPasses: await shown(page, 'timeline-open-passes'),
+      },
+      api,
+    );
+    // Drawn, not only counted: a bar for each minute with hand-outs, a dot for the death, and
+    // the open passes' line.
+    const withHandOuts = minutes.filter((m) => m.handedOut > 0).length;
+    assert.equal(await page.getByTestId('timeline-row-handedOut').locator('rect').count(), withHandOuts);
+    assert.equal(
+      await page.getByTestId('timeline-row-deaths').locator('circle').count(),
+      minutes.filter((m) => m.deaths > 0).length,
+    );
+    assert.equal(await page.getByTestId('timeline-row-openPasses').locator('polyline').count(), 1);
+    const box = await chart.boundingBox();
+    assert.ok(box.width > 300 && box.height > 100, `the chart is ${box.width}×${box.height}`);
+    // The busiest minute's bar fills its row (a fourth of the chart), as drawn, not only as written.
+    const heights = await page
+      .getByTestId('timeline-row-handedOut')
+      .locator('rect')
+      .evaluateAll((bars) => bars.map((b) => b.getBoundingClientRect().height));
+    assert.ok(Math.max(...heights) > 0.18 * box.height, `bars ${heights} in a chart ${box.height} high`);
+    await page.getByTestId('timeline').screenshot({ path: join(TARGET, 'console-screenshot-chart.png') });
+  });
+
   it('fits a phone-sized screen without sideways scrolling', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await refreshes(page, 1);

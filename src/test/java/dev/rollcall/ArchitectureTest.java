@@ -88,7 +88,7 @@ class ArchitectureTest {
   private static final Map<String, List<String>> USES = new LinkedHashMap<>();
 
   static {
-    USES.put("api", List.of("admin", "recovery", "registry", "config", "error"));
+    USES.put("api", List.of("admin", "recovery", "registry", "tracing", "config", "error"));
     USES.put("admin", List.of("model", "registry", "source", "config", "error"));
     USES.put("health", List.of("source"));
     USES.put(
@@ -101,15 +101,18 @@ class ArchitectureTest {
             "metrics",
             "concurrency",
             "sql",
+            "tracing",
             "config",
             "error"));
     // The registry learns an instance's queue workers through its namespace's source.
-    USES.put("registry", List.of("source", "queue", "metrics", "sql", "config", "error"));
+    USES.put(
+        "registry", List.of("source", "queue", "metrics", "sql", "tracing", "config", "error"));
     USES.put("source", List.of("queue", "sql", "config", "error"));
     USES.put("queue", List.of("sql"));
     // The per-namespace series start at zero for every configured namespace's source.
     USES.put("metrics", List.of("source"));
-    for (String leaf : List.of("model", "concurrency", "sql", "config", "error", "demo")) {
+    for (String leaf :
+        List.of("model", "concurrency", "sql", "tracing", "config", "error", "demo")) {
       USES.put(leaf, List.of());
     }
   }

@@ -11,6 +11,16 @@ public final class AdminViews {
 
   private AdminViews() {}
 
+  /** The last hour of recovery, minute by minute, oldest first ({@code namespace} null: all). */
+  public record TimelineView(String namespace, List<Minute> minutes) {}
+
+  /**
+   * One minute: runs handed out, instances declared dead, the longest detection of a death (from
+   * its lease's expiry to its takeover; null when none was detected), and the passes open.
+   */
+  public record Minute(
+      OffsetDateTime at, long handedOut, long deaths, Long detectionMs, long openPasses) {}
+
   /** A page of a list, with the cursor of the next page (null on the last). */
   public record Page<T>(List<T> items, String nextCursor) {}
 

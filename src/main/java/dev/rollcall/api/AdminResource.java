@@ -10,6 +10,8 @@ import dev.rollcall.admin.AdminViews.Page;
 import dev.rollcall.admin.AdminViews.RecoverySwitch;
 import dev.rollcall.admin.AdminViews.RunLedger;
 import dev.rollcall.admin.AdminViews.StartEpoch;
+import dev.rollcall.admin.AdminViews.TimelineView;
+import dev.rollcall.admin.Timeline;
 import dev.rollcall.error.Problems.InvalidRequest;
 import dev.rollcall.recovery.OperatorActions;
 import io.smallrye.mutiny.Uni;
@@ -41,10 +43,12 @@ public class AdminResource {
 
   private final AdminService admin;
   private final OperatorActions actions;
+  private final Timeline timeline;
 
-  AdminResource(AdminService admin, OperatorActions actions) {
+  AdminResource(AdminService admin, OperatorActions actions, Timeline timeline) {
     this.admin = admin;
     this.actions = actions;
+    this.timeline = timeline;
   }
 
   /** Namespaces with their instance counts, open epochs and last boot epoch. */
@@ -67,6 +71,13 @@ public class AdminResource {
         oneOf(state, INSTANCE_STATES, "state"),
         limit,
         Requests.optionalText(cursor, "cursor"));
+  }
+
+  /** The last hour of recovery, minute by minute: the console's chart. */
+  @GET
+  @Path("/timeline")
+  public Uni<TimelineView> timeline(@RestQuery String namespace) {
+    return timeline.lastHour(Requests.optionalText(namespace, "namespace"));
   }
 
   /** Epochs with their progress, newest first. */

@@ -17,6 +17,7 @@ import dev.rollcall.registry.Registrations;
 import dev.rollcall.registry.Registrations.NewInstance;
 import dev.rollcall.registry.SessionLiveness;
 import dev.rollcall.registry.SessionLiveness.SessionReport;
+import dev.rollcall.tracing.RecoveryTraces;
 import io.smallrye.mutiny.Uni;
 import jakarta.ws.rs.Consumes;
 import jakarta.ws.rs.DELETE;
@@ -45,6 +46,7 @@ public class InstanceResource {
   private final RollcallConfig config;
   private final RateLimiter limiter;
   private final RequestCaller caller;
+  private final RecoveryTraces traces;
 
   InstanceResource(
       Registrations registrations,
@@ -52,7 +54,9 @@ public class InstanceResource {
       Departures departures,
       RollcallConfig config,
       RateLimiter limiter,
-      RequestCaller caller) {
+      RequestCaller caller,
+      RecoveryTraces traces) {
+    this.traces = traces;
     this.registrations = registrations;
     this.heartbeats = heartbeats;
     this.departures = departures;
@@ -68,15 +72,20 @@ public class InstanceResource {
       @HeaderParam(HttpHeaders.AUTHORIZATION) String authorization, RegisterRequest request) {
     String secret = Requests.bearer(authorization);
     RegisterRequest body = Requests.body(request, "namespace, deploymentId and name");
-    return registrations
-        .register(
-            secret,
-            new NewInstance(
-                Requests.text(body.namespace(), "namespace"),
-                Requests.text(body.deploymentId(), "deploymentId"),
-                Requests.text(body.name(), "name"),
-                Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS),
-                inFlight(body.inFlight())))
+    NewInstance instance =
+        new NewInstance(
+            Requests.text(body.namespace(), "namespace"),
+            Requests.text(body.deploymentId(), "deploymentId"),
+            Requests.text(body.name(), "name"),
+            Requests.texts(body.workerIds(), "workerIds", Requests.MAX_WORKER_IDS),
+            inFlight(body.inFlight()));
+    return traces
+        .traced(
+            RecoveryTraces.REGISTER,
+            span -> registrations.register(secret, instance),
+            (span, r) ->
+                RecoveryTraces.registered(
+                    span, instance.namespace(), instance.deploymentId(), r.instanceId()))
         .map(
             r ->
                 new RegisterResponse(

@@ -12,7 +12,10 @@ import dev.rollcall.recovery.ClaimResult;
 import dev.rollcall.recovery.ClaimService;
 import dev.rollcall.recovery.CompletionService;
 import dev.rollcall.recovery.LeasedBatch;
+import dev.rollcall.recovery.PassTraces;
 import dev.rollcall.registry.Caller;
+import dev.rollcall.tracing.RecoveryTraces;
+import io.opentelemetry.api.trace.Span;
 import io.smallrye.mutiny.Uni;
 import jakarta.ws.rs.Consumes;
 import jakarta.ws.rs.POST;
@@ -35,13 +38,19 @@ public class RecoveryResource {
   private final RollcallConfig config;
   private final RateLimiter limiter;
   private final RequestCaller caller;
+  private final RecoveryTraces traces;
+  private final PassTraces passTraces;
 
   RecoveryResource(
       ClaimService claims,
       CompletionService completions,
       RollcallConfig config,
       RateLimiter limiter,
-      RequestCaller caller) {
+      RequestCaller caller,
+      RecoveryTraces traces,
+      PassTraces passTraces) {
+    this.traces = traces;
+    this.passTraces = passTraces;
     this.caller = caller;
     this.claims = claims;
     this.completions = completions;
@@ -73,9 +82,26 @@ public class RecoveryResource {
     boolean idle = request != null && Boolean.TRUE.equals(request.idle());
     Caller caller = this.caller.get();
     limiter.claim(caller.instanceId());
-    return claims
-        .claim(caller, maxRuns, Duration.ofMillis(waitMs), idle)
+    // The claim's span; a batch handed out joins its pass's trace too, linked to this span.
+    return traces
+        .traced(
+            RecoveryTraces.CLAIM,
+            span ->
+                claims
+                    .claim(caller, maxRuns, Duration.ofMillis(waitMs), idle)
+                    .chain(result -> passTraces.handedOut(result, span)),
+            RecoveryResource::describe)
         .map(RecoveryResource::view);
+  }
+
+  private static void describe(Span span, ClaimResult result) {
+    if (result instanceof ClaimResult.Batch b) {
+      RecoveryTraces.claimedBatch(span, PassTraces.handOut(b.batch()));
+    } else if (result instanceof ClaimResult.Done d) {
+      RecoveryTraces.claimed(span, "done", d.epochId());
+    } else {
+      RecoveryTraces.claimed(span, "wait", null);
+    }
   }
 
   /** Completes a batch under its fence. */
@@ -87,8 +113,17 @@ public class RecoveryResource {
       throw new InvalidRequest("'fence' is required: the fence of the batch's claim");
     }
     var failed = Requests.texts(body.failedRunIds(), "failedRunIds", config.batch().maxSize());
-    return completions
-        .complete(caller.get(), id, body.fence(), failed)
+    Caller caller = this.caller.get();
+    return traces
+        .traced(
+            RecoveryTraces.COMPLETE,
+            span -> completions.complete(caller, id, body.fence(), failed),
+            (span, c) ->
+                RecoveryTraces.completed(
+                    span,
+                    c.batchId(),
+                    body.fence(),
+                    new RecoveryTraces.Completed(c.enqueued(), c.failed(), c.retried())))
         .map(
             c ->
                 new CompleteResponse(

@@ -37,6 +37,18 @@ public interface QueueLocks {
     public String stepId() {
       return delivery.stepId();
     }
+
+    /**
+     * How the worker was known to be the dead instance's: {@code named} (it registered the worker),
+     * {@code learned} (from a message it reported), or {@code orphaned} (no live instance owns it).
+     * Read from the start of the proof each release statement writes.
+     */
+    public String knownBy() {
+      if (proof.startsWith("named by instance")) {
+        return "named";
+      }
+      return proof.startsWith("learned for instance") ? "learned" : "orphaned";
+    }
   }
 
   /**

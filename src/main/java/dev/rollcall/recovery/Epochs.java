@@ -1,6 +1,8 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.source.Snapshot;
+import dev.rollcall.tracing.RecoveryTraces;
+import io.opentelemetry.api.trace.Span;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
@@ -20,6 +22,43 @@ import org.jboss.logging.Logger;
 public class Epochs {
 
   private static final Logger LOG = Logger.getLogger(Epochs.class);
+
+  private final RecoveryTraces traces;
+
+  Epochs(RecoveryTraces traces) {
+    this.traces = traces;
+  }
+
+  /**
+   * Makes {@code pass} (the span that opened the epoch) the trace context the epoch's row carries,
+   * so that its hand-outs and its close join its trace; nothing to write when tracing is off.
+   */
+  public Uni<Void> carryTrace(SqlClient client, long epochId, Span pass) {
+    Optional<String> traceParent = RecoveryTraces.traceParent(pass);
+    if (traceParent.isEmpty()) {
+      return Uni.createFrom().voidItem();
+    }
+    return client
+        .preparedQuery("UPDATE rollcall.epochs SET trace_parent = $2 WHERE id = $1")
+        .execute(Tuple.of(epochId, traceParent.get()))
+        .replaceWithVoid();
+  }
+
+  /** A pass opened without a death behind it (boot, sweep): a trace of its own. */
+  private Uni<Void> traceOpened(SqlClient client, long epochId, String kind, String namespace) {
+    Span pass = traces.passOpened(kind, epochId, namespace, null);
+    return carryTrace(client, epochId, pass).onTermination().invoke(pass::end);
+  }
+
+  /** The close of the epoch of a {@code RETURNING id, namespace, kind, trace_parent} row. */
+  private void traceClosed(Row r, String reason) {
+    traces.closed(
+        r.getString("trace_parent"),
+        r.getString("kind"),
+        r.getLong("id"),
+        r.getString("namespace"),
+        reason);
+  }
 
   /** The boot epoch of a deploy, if one was created. */
   public Uni<Optional<Epoch>> findBoot(SqlClient client, String namespace, String deploymentId) {
@@ -62,7 +101,12 @@ public class Epochs {
                   "epoch %d opened: boot of deployment %s in namespace %s (snapshot max id %s)",
                   id, deploymentId, namespace, snapshot.maxRunId());
               return Optional.of(id);
-            });
+            })
+        .call(
+            id ->
+                id.isEmpty()
+                    ? Uni.createFrom().voidItem()
+                    : traceOpened(client, id.get(), EpochKind.BOOT.wire(), namespace));
   }
 
   /**
@@ -173,6 +217,11 @@ public class Epochs {
                             intervalMs,
                             quietMs)))
         .map(Epochs::first)
+        .call(
+            opened ->
+                opened.isEmpty()
+                    ? Uni.createFrom().voidItem()
+                    : traceOpened(client, opened.get().id(), EpochKind.SWEEP.wire(), namespace))
         .invoke(
             opened ->
                 opened.ifPresent(
@@ -298,7 +347,7 @@ public class Epochs {
             "UPDATE rollcall.epochs SET state = 'closed', close_reason = 'completed',"
                 + " closed_at = now() WHERE id = $1 AND "
                 + FINISHED
-                + " RETURNING id, namespace, kind")
+                + " RETURNING id, namespace, kind, trace_parent")
         .execute(Tuple.of(epochId))
         .chain(
             rows -> {
@@ -306,6 +355,7 @@ public class Epochs {
                 LOG.infof(
                     "epoch %d closed: %s pass of namespace %s completed",
                     epochId, r.getString("kind"), r.getString("namespace"));
+                traceClosed(r, "completed");
               }
               return Uni.createFrom().item(rows.size() == 1);
             });
@@ -322,13 +372,14 @@ public class Epochs {
     return client
         .preparedQuery(
             "UPDATE rollcall.epochs SET state = 'closed', close_reason = $2, closed_at = now()"
-                + " WHERE id = $1 AND state = 'open' RETURNING id")
+                + " WHERE id = $1 AND state = 'open' RETURNING id, namespace, kind, trace_parent")
         .execute(Tuple.of(epochId, reason))
         .chain(
             rows -> {
               if (rows.size() == 0) {
                 return Uni.createFrom().item(false);
               }
+              traceClosed(rows.iterator().next(), reason);
               // Twice: a complete that held one of these batches' rows when the first statement
               // reached it may have added a batch for its failed runs (CompletionService), which
               // that statement's snapshot cannot see. It committed before the first statement

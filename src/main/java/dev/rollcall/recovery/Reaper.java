@@ -6,6 +6,7 @@ import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.registry.Endings;
 import dev.rollcall.source.RunSources;
+import dev.rollcall.tracing.RecoveryTraces;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.scheduler.Scheduled;
@@ -54,6 +55,7 @@ public class Reaper {
   private final Ledger ledger;
   private final RollcallConfig config;
   private final MeterRegistry meters;
+  private final RecoveryTraces traces;
   private long passes;
 
   Reaper(
@@ -63,7 +65,9 @@ public class Reaper {
       RunSources sources,
       Ledger ledger,
       RollcallConfig config,
-      MeterRegistry meters) {
+      MeterRegistry meters,
+      RecoveryTraces traces) {
+    this.traces = traces;
     this.pool = pool;
     this.instances = instances;
     this.takeovers = takeovers;
@@ -272,6 +276,8 @@ public class Reaper {
    * a heartbeat won) and opens its takeover in the same transaction; counts the death by proof.
    */
   Uni<Boolean> reap(Proof proof, Function<SqlClient, Uni<Optional<Endings.Dead>>> death) {
+    // The death's trace (RecoveryTraces.Death): written only if this replica wins the death.
+    RecoveryTraces.Death trace = traces.death(proof.label);
     return pool.withTransaction(
             conn ->
                 death
@@ -286,10 +292,17 @@ public class Reaper {
                                                 d.instanceId(),
                                                 d.namespace(),
                                                 d.workerIds(),
-                                                d.leaseExpiredAt())))
+                                                d.leaseExpiredAt()),
+                                            trace.declared(
+                                                d.instanceId(),
+                                                d.namespace(),
+                                                d.leaseExpiredAt(),
+                                                d.workerIds())))
                                 .orElse(Uni.createFrom().nullItem())))
         // Counted once committed: a death rolled back with its takeover is retried, not counted.
         .invoke(dead -> dead.ifPresent(d -> declared(proof, d)))
+        .onItemOrFailure()
+        .invoke((dead, failure) -> trace.ended(failure))
         .map(Optional::isPresent);
   }
 

@@ -7,8 +7,11 @@ import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.Ownership;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
+import dev.rollcall.tracing.RecoveryTraces;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.context.Context;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
@@ -41,6 +44,7 @@ public class Takeovers {
   private final Ledger ledger;
   private final RollcallConfig config;
   private final MeterRegistry meters;
+  private final RecoveryTraces traces;
 
   Takeovers(
       RunSources sources,
@@ -51,7 +55,9 @@ public class Takeovers {
       TornRuns tornRuns,
       Ledger ledger,
       RollcallConfig config,
-      MeterRegistry meters) {
+      MeterRegistry meters,
+      RecoveryTraces traces) {
+    this.traces = traces;
     this.sources = sources;
     this.epochs = epochs;
     this.batches = batches;
@@ -78,6 +84,16 @@ public class Takeovers {
    * Opens the subject's takeover epoch, unless another service replica already did (then empty).
    */
   public Uni<Optional<Opened>> open(SqlClient conn, Subject subject) {
+    return open(conn, subject, null);
+  }
+
+  /**
+   * Opens the subject's takeover as {@link #open(SqlClient, Subject)} does, its span a child of
+   * {@code death} (the trace of the death that opened it; null: a trace of its own, for a departure
+   * or an eviction). The epoch's row carries the span's context: its hand-outs and its close join
+   * that trace.
+   */
+  public Uni<Optional<Opened>> open(SqlClient conn, Subject subject, Context death) {
     return epochs
         .openTakeover(conn, subject.namespace(), subject.instanceId(), subject.leaseExpiredAt())
         .chain(
@@ -85,7 +101,16 @@ public class Takeovers {
               if (epoch.isEmpty()) {
                 return Uni.createFrom().item(Optional.<Opened>empty());
               }
-              return fill(conn, subject, epoch.get()).map(Optional::of);
+              Span pass =
+                  traces.passOpened(
+                      EpochKind.TAKEOVER.wire(), epoch.get().id(), subject.namespace(), death);
+              return epochs
+                  .carryTrace(conn, epoch.get().id(), pass)
+                  .chain(() -> fill(conn, subject, epoch.get(), pass))
+                  .invoke(o -> RecoveryTraces.filled(pass, o.runs(), o.batches(), o.skipped()))
+                  .onTermination()
+                  .invoke(pass::end)
+                  .map(Optional::of);
             });
   }
 
@@ -93,14 +118,23 @@ public class Takeovers {
    * The dead instance's held batches are released and its workers' queue locks freed first, so that
    * classifying its runs sees its own redelivered messages as the live wake path they are.
    */
-  private Uni<Opened> fill(SqlClient conn, Subject subject, Epoch epoch) {
+  private Uni<Opened> fill(SqlClient conn, Subject subject, Epoch epoch, Span pass) {
     Optional<RunSource> source =
         sources.has(subject.namespace())
             ? Optional.of(sources.get(subject.namespace()))
             : Optional.empty();
     return batches
         .releaseHeldBy(conn, subject.instanceId())
-        .chain(() -> releaseLocks(conn, source, epoch, subject))
+        .chain(
+            () ->
+                traces.locksReleased(
+                    pass,
+                    subject.namespace(),
+                    releaseLocks(conn, source, epoch, subject),
+                    locks ->
+                        locks.stream()
+                            .map(l -> new RecoveryTraces.ReleasedLock(l.workerId(), l.knownBy()))
+                            .toList()))
         .chain(
             locks ->
                 ownership

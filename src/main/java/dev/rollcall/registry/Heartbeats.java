@@ -6,6 +6,7 @@ import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.sql.Liveness;
+import dev.rollcall.tracing.RecoveryTraces;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
@@ -44,6 +45,7 @@ public class Heartbeats {
   private final InstanceGuards guards;
   private final WorkerLearning learning;
   private final Coalescer<Beat, Heartbeat> beats;
+  private final RecoveryTraces traces;
 
   /** The most heartbeats one flush renews. */
   static final int MAX_BEATS_PER_FLUSH = 1000;
@@ -55,7 +57,9 @@ public class Heartbeats {
       RecoveryMetrics metrics,
       SessionLiveness sessions,
       InstanceGuards guards,
-      WorkerLearning workers) {
+      WorkerLearning workers,
+      RecoveryTraces traces) {
+    this.traces = traces;
     this.pool = pool;
     this.ownership = ownership;
     this.config = config;
@@ -212,11 +216,15 @@ public class Heartbeats {
    */
   private Uni<List<Coalescer.Outcome<Heartbeat>>> flush(List<Beat> flushed) {
     metrics.heartbeatFlush(flushed.size());
-    return pool.withTransaction(conn -> renew(conn, flushed))
-        .onFailure(Heartbeats::deadlocked)
-        .retry()
-        .atMost(2)
-        .call(outcomes -> learnWorkers(flushed, outcomes));
+    return traces.traced(
+        RecoveryTraces.HEARTBEAT_FLUSH,
+        span ->
+            pool.withTransaction(conn -> renew(conn, flushed))
+                .onFailure(Heartbeats::deadlocked)
+                .retry()
+                .atMost(2)
+                .call(outcomes -> learnWorkers(flushed, outcomes)),
+        (span, outcomes) -> RecoveryTraces.flushed(span, flushed.size()));
   }
 
   private static boolean deadlocked(Throwable failure) {

@@ -32,10 +32,18 @@
 
   /** h('td', {class: 'num', dataset: {testid: 'x'}}, 'text', child…) */
   function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
+    return build(document.createElement(tag), attrs, children);
+  }
+
+  /** An SVG element, as {@link h} makes HTML ones. */
+  function svg(tag, attrs, ...children) {
+    return build(document.createElementNS('http://www.w3.org/2000/svg', tag), attrs, children);
+  }
+
+  function build(el, attrs, children) {
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === undefined || v === null || v === false) continue;
-      if (k === 'class') el.className = v;
+      if (k === 'class') el.setAttribute('class', v);
       else if (k === 'testid') el.dataset.testid = v;
       else if (k === 'dataset') Object.assign(el.dataset, v);
       else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
@@ -183,7 +191,7 @@
   }
 
   async function load() {
-    const [namespaces, open, closed, live, dead, left] = await Promise.all([
+    const [namespaces, open, closed, live, dead, left, timeline] = await Promise.all([
       list('namespaces'),
       list('epochs', { state: 'open' }),
       // Lists come newest first: one short page is the last few closed passes.
@@ -191,8 +199,9 @@
       list('instances', { state: 'live' }),
       list('instances', { state: 'dead', limit: ENDED_INSTANCES_SHOWN }, 1),
       list('instances', { state: 'left', limit: ENDED_INSTANCES_SHOWN }, 1),
+      api('timeline'),
     ]);
-    return { namespaces, open, closed, live, dead, left };
+    return { namespaces, open, closed, live, dead, left, timeline };
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -307,9 +316,122 @@
     const names = instanceNames;
     for (const i of [...d.live.items, ...d.dead.items, ...d.left.items]) names.set(i.id, i.name);
     renderNamespaces(d.namespaces.items);
+    renderTimeline(d.timeline.minutes);
     renderEpochs(d.open.items, d.closed.items, names);
     renderInstances(d);
     renderLookupNamespaces(d.namespaces.items);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The last hour: three rows of one minute each (GET /admin/timeline), drawn as inline SVG.
+
+  const CHART = { width: 720, label: 150, row: 46, gap: 10 };
+
+  /**
+   * Hand-outs per minute (bars), passes open (a step line) and deaths (a dot per minute with any,
+   * its title the longest detection time), oldest minute on the left, this minute on the right.
+   * Each row is scaled to its own largest value, written at its right end.
+   */
+  function renderTimeline(minutes) {
+    const n = minutes.length;
+    const plot = CHART.width - CHART.label - 50;
+    const step = plot / Math.max(1, n);
+    const x = (i) => CHART.label + i * step;
+    const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    const rows = [
+      { key: 'handedOut', label: 'Hand-outs / min', kind: 'bars' },
+      { key: 'openPasses', label: 'Open passes', kind: 'steps' },
+      { key: 'deaths', label: 'Deaths · detection', kind: 'dots' },
+    ];
+    const totals = {
+      handedOut: minutes.reduce((t, m) => t + m.handedOut, 0),
+      deaths: minutes.reduce((t, m) => t + m.deaths, 0),
+      openPasses: n ? minutes[n - 1].openPasses : 0,
+    };
+    const detections = minutes.map((m) => m.detectionMs).filter((v) => v !== null && v !== undefined);
+    const drawn = rows.map((row, r) => {
+      const top = r * (CHART.row + CHART.gap);
+      const base = top + CHART.row;
+      const max = Math.max(1, ...minutes.map((m) => m[row.key]));
+      const y = (v) => base - (v / max) * (CHART.row - 4);
+      const marks = [];
+      if (row.kind === 'bars') {
+        minutes.forEach((m, i) => {
+          if (!m.handedOut) return;
+          marks.push(
+            svg(
+              'rect',
+              { class: 'tl-bar', x: x(i) + 1, y: y(m.handedOut), width: Math.max(1, step - 2), height: base - y(m.handedOut) },
+              svg('title', {}, `${clock(m.at)}: ${fmt(m.handedOut)} handed out`),
+            ),
+          );
+        });
+      } else if (row.kind === 'steps') {
+        const points = minutes.flatMap((m, i) => [`${x(i)},${y(m.openPasses)}`, `${x(i) + step},${y(m.openPasses)}`]);
+        marks.push(svg('polyline', { class: 'tl-steps', points: points.join(' ') }));
+      } else {
+        minutes.forEach((m, i) => {
+          if (!m.deaths) return;
+          const detected = m.detectionMs === null || m.detectionMs === undefined ? '' : `, detected within ${duration(m.detectionMs)}`;
+          marks.push(
+            svg(
+              'circle',
+              { class: 'tl-death', cx: x(i) + step / 2, cy: top + CHART.row / 2, r: Math.min(9, 3 + m.deaths) },
+              svg('title', {}, `${clock(m.at)}: ${m.deaths} declared dead${detected}`),
+            ),
+          );
+        });
+      }
+      const right =
+        row.kind === 'dots'
+          ? detections.length
+            ? `≤ ${duration(Math.max(...detections))}`
+            : ''
+          : fmt(Math.max(...minutes.map((m) => m[row.key]), 0));
+      return svg(
+        'g',
+        { class: 'tl-row', testid: `timeline-row-${row.key}` },
+        svg('text', { class: 'tl-label', x: 0, y: top + CHART.row / 2 + 4 }, row.label),
+        svg('line', { class: 'tl-axis', x1: CHART.label, x2: CHART.label + plot, y1: base, y2: base }),
+        marks,
+        svg('text', { class: 'tl-max', x: CHART.label + plot + 6, y: top + 12 }, right),
+      );
+    });
+    const height = rows.length * (CHART.row + CHART.gap) + 14;
+    const axis = n
+      ? [
+          svg('text', { class: 'tl-tick', x: CHART.label, y: height - 2 }, clock(minutes[0].at)),
+          svg('text', { class: 'tl-tick tl-end', x: CHART.label + plot, y: height - 2 }, 'now'),
+        ]
+      : [];
+    const chart = svg(
+      'svg',
+      {
+        viewBox: `0 0 ${CHART.width} ${height}`,
+        role: 'img',
+        'aria-label': `Last hour: ${totals.handedOut} runs handed out, ${totals.deaths} deaths, ${totals.openPasses} passes open now`,
+        testid: 'timeline-chart',
+      },
+      drawn,
+      axis,
+    );
+    chart.dataset.handedOut = String(totals.handedOut);
+    chart.dataset.deaths = String(totals.deaths);
+    chart.dataset.openPasses = String(totals.openPasses);
+    replace(
+      $('timeline'),
+      h(
+        'p',
+        { class: 'legend' },
+        num('timeline-handed-out', totals.handedOut),
+        ' runs handed out · ',
+        num('timeline-deaths', totals.deaths),
+        ' deaths · ',
+        num('timeline-open-passes', totals.openPasses),
+        ' passes open now',
+      ),
+      chart,
+    );
   }
 
   function renderNamespaces(items) {

@@ -8,6 +8,7 @@ import dev.rollcall.testing.Api.Instance;
 import dev.rollcall.testing.ApiTestBase;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.EngineRuns;
+import dev.rollcall.testing.QueueJobs;
 import dev.rollcall.testing.RollcallTestResource;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
@@ -41,7 +42,8 @@ class QueueLocksTest extends ApiTestBase {
   @Inject Reaper reaper;
 
   String tag;
-  final List<Long> jobs = new ArrayList<>();
+  final QueueJobs queue = new QueueJobs();
+  final List<Long> jobs = queue.ids();
 
   @BeforeEach
   void fresh() {
@@ -52,41 +54,15 @@ class QueueLocksTest extends ApiTestBase {
 
   @AfterEach
   void dropJobs() {
-    Db.update(
-        "DELETE FROM graphile_worker._private_jobs WHERE id = ANY(?::bigint[])",
-        TakeoverTest.pgArray(jobs));
-    jobs.clear();
+    queue.deleteAll();
   }
 
   String name(String what) {
     return what + "_" + tag;
   }
 
-  /**
-   * A job as the engine adds it: the payload carries the message id and the run; {@code key} is the
-   * job key (the message id, or an idempotency key, or null). Locked {@code lockedAgoMs} ago by
-   * {@code worker} unless that is null.
-   */
   long job(String task, String key, String messageId, String runId, String worker, long ago) {
-    String payload = EngineRuns.flowsPayload(messageId, "wf", runId, 1);
-    long id =
-        key == null
-            ? Db.number("SELECT id FROM graphile_worker.add_job(?, ?::json)", task, payload)
-            : Db.number(
-                "SELECT id FROM graphile_worker.add_job(?, ?::json, job_key => ?)",
-                task,
-                payload,
-                key);
-    if (worker != null) {
-      Db.update(
-          "UPDATE graphile_worker._private_jobs SET locked_by = ?,"
-              + " locked_at = now() - ? * interval '1 millisecond' WHERE id = ?",
-          worker,
-          ago,
-          id);
-    }
-    jobs.add(id);
-    return id;
+    return queue.add(task, key, messageId, runId, worker, ago);
   }
 
   String lockOf(long job) {

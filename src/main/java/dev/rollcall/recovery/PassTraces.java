@@ -1,0 +1,70 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.registry.BoundedMap;
+import dev.rollcall.tracing.RecoveryTraces;
+import io.opentelemetry.api.trace.Span;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Tuple;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.util.Optional;
+
+/**
+ * Joins each batch handed out to the trace of its pass: the pass's row carries the context of the
+ * span that opened it ({@code epochs.trace_parent}), read once per pass by each service replica. A
+ * claim that is not traced (tracing off) reads nothing.
+ */
+@ApplicationScoped
+public class PassTraces {
+
+  /** Passes whose trace context this replica remembers; a pass's context never changes. */
+  private static final int REMEMBERED = 1024;
+
+  private final Pool pool;
+  private final RecoveryTraces traces;
+  private final BoundedMap<Long, Optional<String>> traceParents = new BoundedMap<>(REMEMBERED);
+
+  PassTraces(Pool pool, RecoveryTraces traces) {
+    this.pool = pool;
+    this.traces = traces;
+  }
+
+  /**
+   * Writes the hand-out of {@code result}'s batch, if it is one, into its pass's trace, linked to
+   * {@code claim} (the claim's own span); answers {@code result} unchanged.
+   */
+  public Uni<ClaimResult> handedOut(ClaimResult result, Span claim) {
+    if (!(result instanceof ClaimResult.Batch b) || !claim.getSpanContext().isValid()) {
+      return Uni.createFrom().item(result);
+    }
+    LeasedBatch batch = b.batch();
+    return traceParent(batch.epochId())
+        .invoke(traceParent -> traces.handedOut(traceParent.orElse(null), handOut(batch), claim))
+        .replaceWith(result);
+  }
+
+  /** A leased batch as its spans describe it. */
+  public static RecoveryTraces.HandOut handOut(LeasedBatch batch) {
+    return new RecoveryTraces.HandOut(
+        batch.epochId(),
+        batch.epochKind().wire(),
+        batch.id(),
+        batch.fence(),
+        batch.runs().stream().map(r -> r.reason().wire()).toList());
+  }
+
+  private Uni<Optional<String>> traceParent(long epochId) {
+    Optional<String> known = traceParents.get(epochId);
+    if (known != null) {
+      return Uni.createFrom().item(known);
+    }
+    return pool.preparedQuery("SELECT trace_parent FROM rollcall.epochs WHERE id = $1")
+        .execute(Tuple.of(epochId))
+        .map(
+            rows ->
+                rows.size() == 0
+                    ? Optional.<String>empty()
+                    : Optional.ofNullable(rows.iterator().next().getString("trace_parent")))
+        .invoke(found -> traceParents.put(epochId, found));
+  }
+}
