@@ -110,6 +110,26 @@ public class Epochs {
   }
 
   /**
+   * Which of {@code namespaces} have an open boot epoch: the only ones {@link #closeSuperseded} and
+   * {@link #closeStranded} can act on. One statement for every namespace (the partial index of open
+   * epochs answers it), so that the periodic check costs a service at rest one read per interval,
+   * not two transactions per namespace.
+   */
+  public Uni<List<String>> withOpenBoot(SqlClient client, java.util.Collection<String> namespaces) {
+    return client
+        .preparedQuery(
+            "SELECT DISTINCT namespace FROM rollcall.epochs WHERE state = 'open' AND kind = 'boot'"
+                + " AND namespace = ANY($1::text[]) ORDER BY namespace")
+        .execute(Tuple.of(namespaces.toArray(String[]::new)))
+        .map(
+            rows -> {
+              List<String> out = new ArrayList<>(rows.size());
+              rows.forEach(r -> out.add(r.getString("namespace")));
+              return out;
+            });
+  }
+
+  /**
    * Closes, as {@code superseded}, every open boot epoch of the namespace that a later boot epoch
    * supersedes: one created after it (a higher id) for a deploy whose first instance registered
    * after its own deploy's first. Two deploys live side by side (blue/green, canary) each keep

@@ -37,10 +37,15 @@ public class StrandedEpochs {
     return Housekeeping.survive(runOnce(), "stranded-epoch check");
   }
 
-  /** One pass over every namespace; returns the epochs it closed. Tests call it directly. */
+  /**
+   * One pass over every namespace with an open boot epoch (one read finds them; a service at rest
+   * has none); returns the epochs it closed. Tests call it directly.
+   */
   public Uni<List<Long>> runOnce() {
-    return Multi.createFrom()
-        .iterable(config.namespaces().keySet())
+    return epochs
+        .withOpenBoot(pool, config.namespaces().keySet())
+        .onItem()
+        .transformToMulti(namespaces -> Multi.createFrom().iterable(namespaces))
         .onItem()
         .transformToUniAndConcatenate(
             ns ->
