@@ -163,6 +163,12 @@ public class Takeovers {
                                         mends ->
                                             TornRuns.wakeMended(
                                                 verdicts, mends, subject.instanceId())))
+                    .chain(
+                        verdicts ->
+                            source.isEmpty()
+                                ? Uni.createFrom().item(verdicts)
+                                : tornRuns.redriveStepMessageOwners(
+                                    conn, source.get(), verdicts, locks, subject.instanceId()))
                     .chain(verdicts -> handOut(conn, source, epoch, verdicts, locks.size())))
         .chain(
             opened ->

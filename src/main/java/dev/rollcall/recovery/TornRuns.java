@@ -119,6 +119,52 @@ public class TornRuns {
     return out;
   }
 
+  /**
+   * The verdicts once the runs whose interrupted step a dead step message owned inline ({@code
+   * owners}: run id to that message) are known: each is handed out as {@code owner-dead}, re-driven
+   * with exactly that message id, whatever a live instance reports or the queue holds. The engine
+   * re-runs such a step only when its owner message is delivered, and a step message's job is keyed
+   * by its step: once its lock is released, a peer that queues that step again replaces the job,
+   * and the owner's message is gone from the queue (then only a backstop at the end of the 860 s
+   * inline-ownership lease would wake the run). Finished runs are left alone.
+   */
+  static List<Verdict> redriveOwners(
+      List<Verdict> verdicts, Map<String, String> owners, UUID deadInstance) {
+    List<Verdict> out = new ArrayList<>(verdicts.size());
+    for (Verdict v : verdicts) {
+      String owner = owners.get(v.runId());
+      out.add(
+          owner == null || v.reason() == Reason.TERMINAL
+              ? v
+              : Verdict.handOut(v.runId(), v.workflowName(), Reason.OWNER_DEAD, deadInstance)
+                  .withMessageId(owner));
+    }
+    return out;
+  }
+
+  /**
+   * A takeover's verdicts after {@link #redriveOwners}: the runs' steps interrupted while a step
+   * message of the dead instance ({@code released}, the jobs its workers held) owned them inline.
+   */
+  public Uni<List<Verdict>> redriveStepMessageOwners(
+      SqlClient conn,
+      RunSource source,
+      List<Verdict> verdicts,
+      List<QueueLocks.ReleasedLock> released,
+      UUID deadInstance) {
+    List<String> owners =
+        released.stream()
+            .filter(l -> l.stepId() != null && l.messageId() != null)
+            .map(QueueLocks.ReleasedLock::messageId)
+            .toList();
+    if (owners.isEmpty() || verdicts.isEmpty()) {
+      return Uni.createFrom().item(verdicts);
+    }
+    return source
+        .interruptedStepOwners(conn, verdicts.stream().map(Verdict::runId).toList(), owners)
+        .map(found -> redriveOwners(verdicts, found, deadInstance));
+  }
+
   /** The runs of a pass's verdicts that may be mended: those handed out. */
   static Map<String, String> ofPass(List<Verdict> verdicts) {
     Map<String, String> runs = new LinkedHashMap<>();

@@ -120,6 +120,17 @@ public interface RunSource {
     return Uni.createFrom().item(List.of());
   }
 
+  /**
+   * Of these runs, those with a step interrupted while one of {@code ownerMessages} owned it inline
+   * (pending or running, its latest start naming that message), each with that message: the engine
+   * re-runs such a step only when exactly that message is delivered. Empty for an engine without
+   * inline ownership.
+   */
+  default Uni<Map<String, String>> interruptedStepOwners(
+      SqlClient client, Collection<String> runIds, Collection<String> ownerMessages) {
+    return Uni.createFrom().item(Map.of());
+  }
+
   /** Of runs re-driven at the given times, those the engine has not touched since. */
   default Uni<Set<String>> unchangedSince(SqlClient client, Map<String, OffsetDateTime> redriven) {
     return Uni.createFrom().item(Set.of());

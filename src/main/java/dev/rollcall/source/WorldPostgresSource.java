@@ -183,6 +183,34 @@ public final class WorldPostgresSource implements RunSource {
    * {@link #queuedJobs} does without an epoch.
    */
   private Uni<Map<String, String>> strandedOwners(SqlClient client, String[] ids) {
+    return owners(
+        client,
+        " WHERE s.owner IS NOT NULL AND NOT EXISTS (SELECT 1"
+            + "   FROM graphile_worker._private_jobs j"
+            + "   JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+            + "   WHERE t.identifier = $2 AND j.attempts < j.max_attempts"
+            + "   AND (j.key = s.owner OR j.payload ->> 'messageId' = s.owner))",
+        Tuple.of(ids, workflowTask()));
+  }
+
+  @Override
+  public Uni<Map<String, String>> interruptedStepOwners(
+      SqlClient client, Collection<String> runIds, Collection<String> ownerMessages) {
+    if (runIds.isEmpty() || ownerMessages.isEmpty()) {
+      return Uni.createFrom().item(Map.of());
+    }
+    return owners(
+        client,
+        " WHERE s.owner = ANY($2::text[])",
+        Tuple.of(runIds.toArray(String[]::new), ownerMessages.toArray(String[]::new)));
+  }
+
+  /**
+   * Runs with an interrupted inline-owned step (pending or running, ownership not lapsed by a
+   * {@code step_retrying}), one owner message each, among those {@code ownerFilter} keeps; $1 is
+   * the run ids. Reads the runs' step events by index.
+   */
+  private Uni<Map<String, String>> owners(SqlClient client, String ownerFilter, Tuple params) {
     return client
         .preparedQuery(
             "SELECT s.run_id, min(s.owner) AS owner FROM ("
@@ -200,13 +228,9 @@ public final class WorldPostgresSource implements RunSource {
                 + ".workflow_events r WHERE r.run_id = e.run_id"
                 + "    AND r.correlation_id = e.correlation_id AND r.type = 'step_retrying')"
                 + "  ORDER BY e.run_id, e.correlation_id, e.id DESC) s"
-                + " WHERE s.owner IS NOT NULL AND NOT EXISTS (SELECT 1"
-                + "   FROM graphile_worker._private_jobs j"
-                + "   JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
-                + "   WHERE t.identifier = $2 AND j.attempts < j.max_attempts"
-                + "   AND (j.key = s.owner OR j.payload ->> 'messageId' = s.owner))"
+                + ownerFilter
                 + " GROUP BY s.run_id")
-        .execute(Tuple.of(ids, workflowTask()))
+        .execute(params)
         .map(
             rows -> {
               Map<String, String> owners = new HashMap<>();

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import dev.rollcall.source.EngineEvents;
 import dev.rollcall.source.Mend;
 import dev.rollcall.source.RunSource;
@@ -202,6 +203,35 @@ class TornRunsTest extends ApiTestBase {
       api.complete(peer, b, List.of()).expect(200);
     }
     assertTrue(handedOut.contains(torn), "the mended run is woken: " + handedOut);
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aStepInterruptedWhileADeadStepMessageOwnedItIsReDrivenWithThatMessage() throws Exception {
+    Instance peer = bootedPeer();
+    String worker = "worker-" + deploy;
+    String run = beta.midInlineStepOwnedByAStepMessageLockedBy(worker);
+    String owner =
+        Db.column(
+                "SELECT rollcall.cbor_text(payload_cbor, 'ownerMessageId')"
+                    + " FROM workflow.workflow_events WHERE run_id = ? AND type = 'step_started'"
+                    + " ORDER BY id DESC LIMIT 1",
+                run)
+            .get(0);
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(worker));
+    api.heartbeat(victim, List.of(run)).expect(200);
+    // A live peer executes a sibling step: the run is live-owned, and the released step message's
+    // job is still in the queue; neither wakes the interrupted step once a peer replaces that job.
+    api.heartbeat(peer, List.of(run)).expect(200);
+    TimeTravel.leaseExpired(victim);
+    reaper.runOnce().await().indefinitely();
+
+    Batch taken = api.claimBatch(peer, 100);
+    assertTrue(taken != null && taken.runIds().contains(run), "the run is re-driven");
+    JsonNode r = BackstopTest.byRun(taken).get(run);
+    assertEquals("owner-dead", r.path("reason").asText(), taken.json().toString());
+    assertEquals(owner, r.path("messageId").asText());
+    api.complete(peer, taken, List.of()).expect(200);
     api.leave(peer).expect(204);
   }
 

@@ -33,6 +33,27 @@ class TornRunsWakeTest {
   }
 
   @Test
+  void aRunWhoseStepADeadStepMessageOwnedIsReDrivenWithThatMessageUnlessFinished() {
+    List<Verdict> after =
+        TornRuns.redriveOwners(
+            List.of(
+                Verdict.skip("owned", "wf", Reason.OWNED_BY_LIVE_INSTANCE),
+                Verdict.skip("queued", "wf", Reason.HAS_QUEUED_JOB),
+                Verdict.skip("done", "wf", Reason.TERMINAL),
+                Verdict.skip("other", "wf", Reason.OWNED_BY_LIVE_INSTANCE)),
+            java.util.Map.of("owned", "msg_a", "queued", "msg_b", "done", "msg_c"),
+            DEAD);
+
+    assertEquals(Disposition.HAND_OUT, after.get(0).disposition());
+    assertEquals(Reason.OWNER_DEAD, after.get(0).reason());
+    assertEquals("msg_a", after.get(0).messageId());
+    assertEquals("msg_b", after.get(1).messageId());
+    assertEquals(Disposition.HAND_OUT, after.get(1).disposition());
+    assertEquals(Verdict.skip("done", "wf", Reason.TERMINAL), after.get(2));
+    assertEquals(Verdict.skip("other", "wf", Reason.OWNED_BY_LIVE_INSTANCE), after.get(3));
+  }
+
+  @Test
   void otherVerdictsStayAsTheyWereWhetherMendedOrNot() {
     List<Verdict> before =
         List.of(

@@ -285,6 +285,27 @@ public final class EngineRuns {
         });
   }
 
+  /**
+   * Running, two steps of a {@code Promise.all}: the first delivered as its own message, whose job
+   * {@code workerId} still holds, and completed; the second then started lazily inline by that same
+   * delivery ({@code step_started} names the step message as its owner) and interrupted mid-body.
+   * Returns the run id; the owner message is the second step's.
+   */
+  public String midInlineStepOwnedByAStepMessageLockedBy(String workerId) {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          String first = s.createStep(runId);
+          String messageId = "msg_" + ulid();
+          long job = s.addStepMessageJob(runId, first, messageId);
+          s.lock(job, workerId);
+          s.startStep(runId, first, null);
+          s.completeStep(runId, first);
+          s.startStepLazily(runId, messageId);
+        });
+  }
+
   /** Like {@link #tornStepCompleted()}, the row {@code failed} with its error, no event. */
   public String tornStepFailed() {
     return tornStep("failed");
@@ -830,9 +851,14 @@ public final class EngineRuns {
 
     /** A step's own message on the flows task, keyed by the step's id as the runtime keys it. */
     long addStepMessageJob(String runId, String stepId) throws SQLException {
+      return addStepMessageJob(runId, stepId, "msg_" + ulid());
+    }
+
+    /** {@link #addStepMessageJob(String, String)} with the message id given. */
+    long addStepMessageJob(String runId, String stepId, String messageId) throws SQLException {
       return addJob(
           flowsTask(),
-          "msg_" + ulid(),
+          messageId,
           workflowName,
           json(
               Map.of("workflowName", workflowName, "workflowRunId", runId, "stepId", stepId),
