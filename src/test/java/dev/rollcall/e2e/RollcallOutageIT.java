@@ -27,12 +27,14 @@ import org.junit.jupiter.api.Test;
  *
  * <p>Asserts the correctness invariants: no live replica's instance declared dead after the return
  * (its session lock is held throughout: the client keeps it while its lease has lapsed, and the
- * service renews the leases that ran out unanswered), 0 runs unfinished, and the end-to-end suite's
- * own invariants (a step's body at most twice, no run replayed by two replicas at once, no parked
- * run given a new job). Prints, from the return (the first service replica ready): when each run
- * the killed replica held completed (or reached its hook) p50 / p99 / max, against the 15 s target;
- * the boot pass and the takeover; how the dead replica was found. A figure, never a timed
- * assertion.
+ * service renews the leases that ran out unanswered), 0 runs unfinished, the new deploy's boot pass
+ * closed, and the end-to-end suite's own invariants (a step's body at most twice, no parked run
+ * given a new job) but one: runs replayed by two replicas at once are printed, not asserted (an
+ * open question: once, two of the dead replica's runs were replayed twice at once after the return,
+ * the second delivery from a job the harness counts as the engine's backstop). Prints, from the
+ * return (the first service replica ready): when each run the killed replica held completed (or
+ * reached its hook) p50 / p99 / max, against the 15 s target; the boot pass and the takeover; how
+ * the dead replica was found. A figure, never a timed assertion.
  *
  * <p>Properties: {@code e2e.outage-s} (default 20, longer than the lease TTL of 10 s; full size
  * 60), {@code e2e.runs} (runs started before the outage, and again during it; default 10), and
@@ -101,9 +103,8 @@ class RollcallOutageIT {
           Measurement m = new Measurement("Rollcall away during a rolling deploy", s.deadlineS());
           m.add(round);
           // The suite's invariants but one: runs replayed by two replicas at once are printed, not
-          // asserted. Replicas started during the outage execute before they can register, and a
-          // takeover at the return cannot tell a queue lock of theirs from a dead one's (see
-          // docs/operations.md, "When Rollcall itself is in trouble").
+          // asserted (an open question after this scenario's return: docs/operations.md, "When
+          // Rollcall itself is in trouble").
           failures.addAll(
               m.violations().stream()
                   .filter(v -> !v.contains("replayed by two replicas"))
