@@ -252,12 +252,6 @@ export declare class RecoveryClient {
   readonly sessionLock: SessionLockState;
   /** True while no heartbeat has been answered for a lease TTL (see `lease-lapsed`). */
   readonly leaseLapsed: boolean;
-  /**
-   * Whether a queue delivery arriving now may start executing: undefined while the lease holds;
-   * while it has lapsed, a promise that resolves when it may (renewed, or Rollcall itself is away)
-   * and rejects when the service said the instance is gone. `trackWorld`'s `admit`.
-   */
-  admission(): Promise<void> | undefined;
   on<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
   once<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
   off<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): void;

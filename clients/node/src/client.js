@@ -159,17 +159,6 @@ export class RecoveryClient {
     return this.#membership.current?.lapsed ?? false;
   }
 
-  /**
-   * Whether a queue delivery that arrives now may start executing in this process: undefined while
-   * the lease holds (or before registration); while it has lapsed, a promise that resolves when it
-   * may (the lease was renewed, or the database shows Rollcall itself is away, so that no peer can
-   * take over this process's runs) and rejects when the service said this instance is gone, so
-   * that the delivery is dropped (its job is redelivered). Give it to `trackWorld` as `admit`.
-   */
-  admission() {
-    return this.#membership.admission();
-  }
-
   /** The current instance id, or null while not registered. */
   get instanceId() {
     return this.#membership.current?.instanceId ?? null;

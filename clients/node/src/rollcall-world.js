@@ -135,9 +135,8 @@ export function createWorld(options = {}) {
   const world = engine.createWorld(engineConfig(enginePool, process.env));
   trackWorld(world, state.tracker, {
     // After shutdown began, a delivery that reaches a handler never starts executing: the process
-    // exits right after it left Rollcall, and the job's lock is released by the service. While the
-    // lease has lapsed (cut off from Rollcall), one waits until the client admits it.
-    admit: () => state.hold ?? state.client?.admission(),
+    // exits right after it left Rollcall, and the job's lock is released by the service.
+    admit: () => state.hold,
   });
   const ensureClient = () => {
     if (state.client || state.stopping) return state.client;

@@ -186,54 +186,6 @@ export class Membership {
     emit(lapsed ? 'lease-lapsed' : 'lease-renewed', { instanceId: session.instanceId });
   }
 
-  /**
-   * Whether a delivery that arrives now may start executing here: undefined (at once) while the
-   * lease holds; while it has lapsed, a promise that resolves once it may (see #admitLapsed) and
-   * rejects when the service said the instance is gone meanwhile.
-   */
-  admission() {
-    const session = this.current;
-    return session?.lapsed ? this.#admitLapsed(session) : undefined;
-  }
-
-  /**
-   * A lapsed lease may mean the service declared this instance dead and a peer is taking over its
-   * runs: then nothing new may start here. It may as well mean the service itself is away, and
-   * then nobody can declare anyone dead, and the first service replica back renews this lease: work
-   * may go on. The database tells the two apart ({@link serviceAway}). Held until the lease is
-   * renewed or the service is seen away; rejected once the instance is fenced (or the client
-   * stops), so that a delivery held while its queue lock was released never runs here.
-   */
-  async #admitLapsed(session) {
-    for (;;) {
-      if (!session.live || this.#ctx.life.stopping) {
-        throw new Error('rollcall: this instance was declared gone while the delivery waited; not executed here');
-      }
-      if (!session.lapsed) return;
-      if (await this.#serviceAway(session)) return;
-      await this.#ctx.sleep(Math.min(1_000, session.heartbeatIntervalMs));
-    }
-  }
-
-  #away = { at: -Infinity, answer: null };
-
-  /** serviceAway, read at most every 500 ms; false (hold) when it cannot be read. */
-  async #serviceAway(session) {
-    if (now() - this.#away.at < 500 && this.#away.answer) return this.#away.answer;
-    const { o, log } = this.#ctx;
-    const answer = (async () => {
-      if (!o.pool) return false;
-      try {
-        return await serviceAway(o.pool, session.instanceId, session.leaseTtlMs);
-      } catch (error) {
-        log.warn('could not read whether rollcall is away; holding deliveries while the lease has lapsed', { error });
-        return false;
-      }
-    })();
-    this.#away = { at: now(), answer };
-    return answer;
-  }
-
   /** Called by a session that fenced itself: says so, then registers again as a new instance. */
   fenced(session, reason, error) {
     const { o, log, life, counters, emit } = this.#ctx;
@@ -260,24 +212,6 @@ export class Membership {
       },
     );
   }
-}
-
-/**
- * True when the database shows that no service replica has run for longer than a lease TTL and
- * that none has run since this instance's lease ran out: nobody can have judged that lease, and the
- * first replica back renews it (a gap longer than its outage bound, the lease valid at the last
- * beat: dev.rollcall.registry.Outages), so work taken meanwhile is not handed out elsewhere. One
- * clock: the database's. Needs SELECT on rollcall.coordinator_beat and rollcall.instances.
- */
-export async function serviceAway(pool, instanceId, leaseTtlMs) {
-  const { rows } = await pool.query(
-    `SELECT b.beat_at < now() - $2::bigint * interval '1 millisecond'
-              AND i.lease_expires_at > b.beat_at AS away
-       FROM rollcall.coordinator_beat b, rollcall.instances i
-      WHERE i.id = $1 AND i.state = 'live'`,
-    [instanceId, leaseTtlMs],
-  );
-  return rows[0]?.away === true;
 }
 
 /**

@@ -595,57 +595,6 @@ test('unrenewable lease: heartbeats that never answer lapse the lease, and an an
   assert.equal(client.stats.registrations, 1);
 });
 
-test('a lapsed lease holds deliveries: admitted while the database shows Rollcall away, dropped once the service says gone', async () => {
-  let gone = false;
-  const fake = await fakeRollcall({
-    heartbeat: (req) =>
-      req.auth !== 'Bearer rci_1' ? fakeDefaults(fake).heartbeat() : gone ? problem(410, 'instance-gone') : 'hang',
-  });
-  let away = false;
-  const asked = [];
-  const pool = {
-    query: async (sql, params) => {
-      asked.push(params);
-      return { rows: [{ away }] };
-    },
-  };
-  const client = startRecovery(base(fake.url, { enqueue: undefined, pool, requestTimeoutMs: 5000 }));
-  await client.recovered;
-  assert.equal(client.admission(), undefined, 'admitted at once while the lease holds');
-  for (let i = 0; i < 60 && !client.leaseLapsed; i++) await sleep(50);
-  assert.equal(client.leaseLapsed, true);
-  const outcome = (promise) => {
-    const o = { settled: null };
-    promise.then(
-      () => (o.settled = 'admitted'),
-      () => (o.settled = 'dropped'),
-    );
-    return o;
-  };
-  // The service may be running (and taking this instance's runs over): held.
-  const first = outcome(client.admission());
-  await sleep(800);
-  assert.equal(first.settled, null, 'held while the database does not show Rollcall away');
-  assert.deepEqual(asked[0], ['00000000-0000-0000-0000-000000000001', 2000]);
-  // No service replica has run for a lease TTL, none since the lease ran out: admitted.
-  away = true;
-  for (let i = 0; i < 40 && !first.settled; i++) await sleep(50);
-  assert.equal(first.settled, 'admitted');
-  // The service is back and says the instance is gone: a delivery held meanwhile is dropped.
-  away = false;
-  await sleep(600);
-  const second = outcome(client.admission());
-  await sleep(300);
-  assert.equal(second.settled, null);
-  gone = true;
-  for (let i = 0; i < 60 && !second.settled; i++) await sleep(50);
-  assert.equal(second.settled, 'dropped');
-  for (let i = 0; i < 60 && client.instanceId !== '00000000-0000-0000-0000-000000000002'; i++) await sleep(50);
-  assert.equal(client.instanceId, '00000000-0000-0000-0000-000000000002', 'registered again');
-  assert.equal(client.admission(), undefined, 'the new instance takes deliveries at once');
-  await client.stop();
-});
-
 test('stop() lets the batch in hand finish, then leaves with the last in-flight set; an aborted signal stops too', async () => {
   let release;
   const fake = await fakeRollcall({ claim: (req, n) => (n === 1 ? batch(5, ['x']) : fakeDefaults(fake).claim()) });
