@@ -222,9 +222,4 @@ if (recovery === 'rollcall') {
 } else {
   await world.start?.();
 }
-// With the zero-code world module: when a delivery actually starts executing, after the client
-// admitted it (a delivery is journaled 'flow-start' when it reaches the route, before that).
-globalThis[Symbol.for('rollcall.world.process')]?.tracker.onBegin((runId, messageId) =>
-  journal('admitted', { runId, messageId }),
-);
 journal('started', { recovery });

@@ -24,9 +24,7 @@ public final class TcpBalancer implements AutoCloseable {
   private final List<Integer> backends = new CopyOnWriteArrayList<>();
   private final AtomicInteger next = new AtomicInteger();
   private final List<Socket> open = new CopyOnWriteArrayList<>();
-  private final List<Socket> parked = new CopyOnWriteArrayList<>();
   private volatile boolean closed;
-  private volatile boolean cut;
 
   public TcpBalancer() throws IOException {
     server = new ServerSocket();
@@ -51,22 +49,6 @@ public final class TcpBalancer implements AutoCloseable {
     backends.remove(Integer.valueOf(backend.getPort()));
   }
 
-  /**
-   * Stops forwarding, as a network path that drops every packet: the connections open now are cut,
-   * new ones are accepted and never answered, until {@link #heal}.
-   */
-  public void cut() {
-    cut = true;
-    open.forEach(TcpBalancer::closeQuietly);
-  }
-
-  /** Forwards again; the connections left unanswered meanwhile are closed. */
-  public void heal() {
-    cut = false;
-    parked.forEach(TcpBalancer::closeQuietly);
-    parked.clear();
-  }
-
   private void accept() {
     while (!closed) {
       Socket client;
@@ -74,10 +56,6 @@ public final class TcpBalancer implements AutoCloseable {
         client = server.accept();
       } catch (IOException e) {
         return; // closed
-      }
-      if (cut) {
-        parked.add(client);
-        continue;
       }
       Socket backend = connectToABackend();
       if (backend == null) {
@@ -142,6 +120,5 @@ public final class TcpBalancer implements AutoCloseable {
     closed = true;
     server.close();
     open.forEach(TcpBalancer::closeQuietly);
-    parked.forEach(TcpBalancer::closeQuietly);
   }
 }
