@@ -172,6 +172,8 @@ export interface RecoveryStats {
   leaseRenewals: number;
   heartbeatFailures: number;
   fencedEvents: number;
+  /** Times the lease ran out on the local clock with no heartbeat answered (`lease-lapsed`). */
+  leaseLapses: number;
   completesRefused: number;
   fallbacks: number;
   /** Leaves that failed (also reported as `leave-failed`). */
@@ -193,7 +195,8 @@ export interface RegisteredEvent {
 
 export interface FencedEvent {
   instanceId: string;
-  reason: 'lease-expired' | 'gone';
+  /** The service answered that the instance is no longer live (a 410, or a 401 to its token). */
+  reason: 'gone';
   error?: RollcallError;
 }
 
@@ -217,6 +220,10 @@ export interface RecoveryEvents {
   wait: { retryAfterMs: number };
   done: { epochId: number; instanceId: string };
   fenced: FencedEvent;
+  /** No heartbeat answered for a lease TTL: the instance and its session lock are kept, heartbeats go on. */
+  'lease-lapsed': { instanceId: string };
+  /** A heartbeat was answered after a lapse: the same instance goes on. */
+  'lease-renewed': { instanceId: string };
   fallback: { mode: 'skip' | 'local'; error: unknown };
   failed: { error: RollcallError };
   stopped: { stats: RecoveryStats };
@@ -243,6 +250,8 @@ export declare class RecoveryClient {
   readonly instanceId: string | null;
   /** The session lock of the current registration. */
   readonly sessionLock: SessionLockState;
+  /** True while no heartbeat has been answered for a lease TTL (see `lease-lapsed`). */
+  readonly leaseLapsed: boolean;
   on<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
   once<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): () => void;
   off<E extends keyof RecoveryEvents>(event: E, fn: (payload: RecoveryEvents[E]) => void): void;

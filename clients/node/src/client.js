@@ -56,6 +56,7 @@ export class RecoveryClient {
     leaseRenewals: 0,
     heartbeatFailures: 0,
     fencedEvents: 0,
+    leaseLapses: 0,
     completesRefused: 0,
     fallbacks: 0,
     leaveFailures: 0,
@@ -148,6 +149,14 @@ export class RecoveryClient {
    */
   get sessionLock() {
     return this.#membership.current?.lock?.state ?? 'off';
+  }
+
+  /**
+   * True while the lease may be gone: no heartbeat was answered for a lease TTL (the service is
+   * away, or this process is cut off from it); false again once a heartbeat is answered.
+   */
+  get leaseLapsed() {
+    return this.#membership.current?.lapsed ?? false;
   }
 
   /** The current instance id, or null while not registered. */

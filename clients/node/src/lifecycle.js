@@ -1,7 +1,7 @@
 /**
  * The client's life as one state machine; every move not in TRANSITIONS is refused.
  *
- *   new ──start()──▶ registering ──registered──▶ active ──lease lost or gone──▶ fenced
+ *   new ──start()──▶ registering ──registered──▶ active ──gone (410)────────▶ fenced
  *                     │     │                      ▲ ▲                            │
  *                     │     └──deadline──▶ fallback┘ └───registered again─────────┘
  *                     │                  (rejoin: registered)
@@ -10,7 +10,8 @@
  *   any state but stopping and stopped ──stop()──▶ stopping ──left──▶ stopped
  *
  * `registering`: the boot registration is being tried. `active`: registered, lease held.
- * `fenced`: the lease may be gone; registering again as a new instance. `fallback`: the boot
+ * `fenced`: the service said the instance is gone; registering again as a new instance (a lease
+ * that only ran out on the local clock is a lapse, not a fence: the session stays, session.js). `fallback`: the boot
  * registration ran past its deadline and the fallback ran (with `rejoin`, registering goes on).
  * `failed`: the service refused the registration. `stopping`: stop() was called; `stopped`: it
  * finished. A stopped client never moves again.

@@ -1,6 +1,7 @@
 // This process's membership in Rollcall: registration, then one session per registration (its
-// lease, heartbeats, fence timer and session lock), self-fencing, registering again as a new
-// instance after a fence, and the leave.
+// lease, heartbeats, lapse timer and session lock), the lapse of a lease nobody answered, fencing
+// when the service says the instance is gone, registering again as a new instance after a fence,
+// and the leave.
 import { performance } from 'node:perf_hooks';
 import { RollcallError } from './errors.js';
 import { retryDelay } from './retry.js';
@@ -12,8 +13,8 @@ export const MAX_IN_FLIGHT = 10_000;
 const now = () => performance.now();
 
 /**
- * Registers, keeps one live session at a time, fences it when its lease may be gone and registers
- * again. `ctx` is what the client shares with its parts: options `o`, `api`, `log`, `life` (the
+ * Registers, keeps one live session at a time, marks it lapsed while its lease may be gone, fences
+ * it when the service says it is gone and registers again. `ctx` is what the client shares with its parts: options `o`, `api`, `log`, `life` (the
  * Lifecycle), `counters`, `emit`, `sleep` (cut short by stop()), `inFlight` (the in-flight source),
  * `connectSession`. `onRejoined()` is called once a registration after a fence is open,
  * `onRecoveryPending()` when a heartbeat's answer says there is recovery to claim.
@@ -170,6 +171,21 @@ export class Membership {
     this.#hooks.onRecoveryPending();
   }
 
+  /** Called by a session whose lease may be gone, or is renewed again (`lapsed` false). */
+  lapsed(session, lapsed) {
+    const { log, counters, emit } = this.#ctx;
+    if (lapsed) {
+      counters.leaseLapses++;
+      log.warn(
+        'lease may be gone: rollcall answered no heartbeat for a lease TTL; keeping this instance and its session lock, heartbeating on',
+        { instanceId: session.instanceId },
+      );
+    } else {
+      log.info('lease renewed after a lapse', { instanceId: session.instanceId });
+    }
+    emit(lapsed ? 'lease-lapsed' : 'lease-renewed', { instanceId: session.instanceId });
+  }
+
   /** Called by a session that fenced itself: says so, then registers again as a new instance. */
   fenced(session, reason, error) {
     const { o, log, life, counters, emit } = this.#ctx;
@@ -218,7 +234,9 @@ class Session {
   #beat = 'idle';
   // A 429 or 503 asked to wait: no beat before this (monotonic ms).
   #notBefore = 0;
-  #fenceTimer = null;
+  #lapseTimer = null;
+  // The lease ran out on the local clock with no renewal: see #lapse.
+  #lapsed = false;
   #heartbeatTimer = null;
   #soonTimer = null;
   // A prompt report of new work is due (see #reportPromptly); and when the last beat was sent.
@@ -245,6 +263,11 @@ class Session {
     return this.#live;
   }
 
+  /** True while the lease may be gone: it ran out on the local clock and no renewal came since. */
+  get lapsed() {
+    return this.#live && this.#lapsed;
+  }
+
   /** Takes the session lock (in the background), arms the fence and starts the heartbeats. */
   start() {
     const { connectSession, log, emit } = this.#ctx;
@@ -262,7 +285,7 @@ class Session {
       });
       this.lock.start();
     }
-    this.#armFence();
+    this.#armLapse();
     this.#heartbeatTimer = setInterval(() => this.heartbeat(), this.heartbeatIntervalMs);
     const { o, inFlight } = this.#ctx;
     if (o.reportPromptlyMs > 0) {
@@ -298,7 +321,7 @@ class Session {
   /** Ends this session's timers for good (fenced or leaving). The session lock is not touched. */
   close() {
     this.#live = false;
-    clearTimeout(this.#fenceTimer);
+    clearTimeout(this.#lapseTimer);
     clearTimeout(this.#soonTimer);
     clearTimeout(this.#promptTimer);
     clearInterval(this.#heartbeatTimer);
@@ -339,8 +362,12 @@ class Session {
       for (const id of newWorkers) this.#named.add(id);
       if (!this.#live) return; // fenced meanwhile: the app was told; stay fenced
       this.#leaseDeadline = sentAt + this.leaseTtlMs;
-      this.#armFence();
+      this.#armLapse();
       counters.leaseRenewals++;
+      if (this.#lapsed) {
+        this.#lapsed = false;
+        this.#membership.lapsed(this, false);
+      }
       if (answer?.recoveryPending) this.#membership.recoveryPending();
       this.#recheck(answer?.recheckAfterMs);
     } catch (error) {
@@ -382,15 +409,31 @@ class Session {
     this.#soonTimer = setTimeout(() => this.heartbeat(), ms);
   }
 
-  #armFence() {
-    clearTimeout(this.#fenceTimer);
+  #armLapse() {
+    clearTimeout(this.#lapseTimer);
     const left = this.#leaseDeadline - now();
-    this.#fenceTimer = setTimeout(() => this.#fence('lease-expired'), Math.max(0, left));
+    this.#lapseTimer = setTimeout(() => this.#lapse(), Math.max(0, left));
   }
 
   /**
-   * Self-fencing: the lease may be gone (not renewed in time, or the service said so), so this
-   * session ends at once; claims of it stop, and the membership registers again.
+   * The lease ran out on the local clock without a renewal: the service may have declared this
+   * instance dead, or it may be away itself (its own outage, or the database's), in which case the
+   * first service replica back renews the leases that lapsed unanswered. Only the service can
+   * tell, so the session stays: the same instance, its session lock still held (the proof of life
+   * the service trusts over a lease), heartbeats going on. A renewal ends the lapse; a heartbeat,
+   * claim or complete answered gone fences it (#fence). Ending the session here instead released
+   * the lock of a live process during every outage of Rollcall longer than a lease, and the
+   * service, back, declared the instance dead on its lost session.
+   */
+  #lapse() {
+    if (!this.#live || this.#lapsed) return;
+    this.#lapsed = true;
+    this.#membership.lapsed(this, true);
+  }
+
+  /**
+   * Self-fencing: the service said this instance is gone, so this session ends at once; claims of
+   * it stop, and the membership registers again.
    */
   #fence(reason, error) {
     if (!this.#live) return;

@@ -556,19 +556,43 @@ test('a 410 on a heartbeat fences: claiming stops, onFenced runs, it registers a
   assert.equal(client.stats.registrations, 2);
 });
 
-test('unrenewable lease: heartbeats that never answer fence the client when the lease runs out', async () => {
-  const fake = await fakeRollcall({ heartbeat: (req) => (req.auth === 'Bearer rci_1' ? 'hang' : fakeDefaults(fake).heartbeat()) });
-  const fenced = [];
+test('unrenewable lease: heartbeats that never answer lapse the lease, and an answer renews the same instance', async () => {
+  let answering = false;
+  const fake = await fakeRollcall({
+    heartbeat: (req) => (req.auth === 'Bearer rci_1' && !answering ? 'hang' : fakeDefaults(fake).heartbeat()),
+  });
+  const events = [];
   const client = startRecovery(base(fake.url, { requestTimeoutMs: 5000 }));
-  client.on('fenced', (e) => fenced.push({ ...e, at: Date.now() }));
+  for (const e of ['lease-lapsed', 'lease-renewed', 'fenced', 'registered']) {
+    client.on(e, (p) => events.push({ e, id: p.instanceId, at: Date.now() }));
+  }
   const registeredAt = Date.now();
   await client.recovered;
-  for (let i = 0; i < 60 && fenced.length === 0; i++) await sleep(50);
+  for (let i = 0; i < 60 && !events.some((x) => x.e === 'lease-lapsed'); i++) await sleep(50);
+  const lapse = events.find((x) => x.e === 'lease-lapsed');
+  assert.ok(lapse, 'the lease lapsed');
+  const after = lapse.at - registeredAt;
+  assert.ok(after >= 1900 && after < 2600, `lapsed ${after} ms after registering (lease 2000 ms)`);
+  assert.equal(client.leaseLapsed, true);
+  // Lapsed, not fenced: the same instance, heartbeating on.
+  assert.equal(client.instanceId, '00000000-0000-0000-0000-000000000001');
+  assert.equal(client.state, 'active');
+  const beatsAtLapse = fake.of('heartbeat').length;
+  answering = true;
+  for (let i = 0; i < 60 && !events.some((x) => x.e === 'lease-renewed'); i++) await sleep(50);
   await client.stop();
-  assert.equal(fenced.length, 1);
-  assert.equal(fenced[0].reason, 'lease-expired');
-  const after = fenced[0].at - registeredAt;
-  assert.ok(after >= 1900 && after < 2600, `fenced ${after} ms after registering (lease 2000 ms)`);
+  assert.ok(fake.of('heartbeat').length > beatsAtLapse, 'heartbeats went on after the lapse');
+  assert.deepEqual(
+    events.map((x) => [x.e, x.id]),
+    [
+      ['registered', '00000000-0000-0000-0000-000000000001'],
+      ['lease-lapsed', '00000000-0000-0000-0000-000000000001'],
+      ['lease-renewed', '00000000-0000-0000-0000-000000000001'],
+    ],
+  );
+  assert.equal(client.stats.leaseLapses, 1);
+  assert.equal(client.stats.fencedEvents, 0);
+  assert.equal(client.stats.registrations, 1);
 });
 
 test('stop() lets the batch in hand finish, then leaves with the last in-flight set; an aborted signal stops too', async () => {

@@ -124,11 +124,12 @@ describe('against the real service', { timeout: 300_000 }, () => {
     assert.equal(byRun.size, active.length);
   });
 
-  test('blocked heartbeats: the client fences itself, registers anew, and its late complete is refused', async () => {
+  test('blocked heartbeats: the lease lapses, the service declares the instance gone, and once heartbeats get through the client fences itself, registers anew, and its late complete is refused', async () => {
     const active = await seedRuns(db, { active: 300 });
     const p = makePool(service.dbUrl, 2);
     let blockedInstance = null;
-    // A network that silently drops the heartbeats of one instance (they time out).
+    // A network that silently drops the heartbeats of one instance (they time out), until the
+    // service has declared it dead.
     const fetchDroppingHeartbeats = (url, init) => {
       if (blockedInstance && String(url).includes(`/instances/${blockedInstance}/heartbeat`)) {
         return new Promise((_, reject) => init.signal.addEventListener('abort', () => reject(init.signal.reason)));
@@ -141,6 +142,7 @@ describe('against the real service', { timeout: 300_000 }, () => {
       fencedSeen = resolve;
     });
     let first = true;
+    let lapsed = 0;
     let onFencedCalls = 0;
     const client = startRecovery({
       url: service.url,
@@ -167,12 +169,23 @@ describe('against the real service', { timeout: 300_000 }, () => {
     const refused = [];
     client.on('registered', (e) => registered.push(e));
     client.on('fenced', (e) => fencedSeen(e));
+    // The lease lapsed on the client's clock; heal the network once the service declared it dead.
+    client.on('lease-lapsed', async (e) => {
+      lapsed++;
+      for (let i = 0; i < 200; i++) {
+        const { rows } = await p.query('SELECT state FROM rollcall.instances WHERE id = $1', [e.instanceId]);
+        if (rows[0]?.state === 'dead') break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      blockedInstance = null;
+    });
     client.on('complete-refused', (e) => refused.push(e));
     try {
       const outcome = await client.recovered;
       assert.equal(outcome.status, 'done');
       const fence = await fenced;
-      assert.equal(fence.reason, 'lease-expired');
+      assert.equal(fence.reason, 'gone');
+      assert.equal(lapsed, 1, 'the lease lapsed first, and the instance was kept until the service said gone');
       assert.equal(fence.instanceId, registered[0].instanceId);
       assert.equal(registered.length, 2, 'registered again');
       assert.notEqual(registered[1].instanceId, registered[0].instanceId, 'as a new instance');

@@ -5,6 +5,7 @@ import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.registry.Endings;
+import dev.rollcall.registry.Outages;
 import dev.rollcall.source.RunSources;
 import dev.rollcall.tracing.RecoveryTraces;
 import io.micrometer.core.instrument.Counter;
@@ -50,6 +51,7 @@ public class Reaper {
 
   private final Pool pool;
   private final Endings instances;
+  private final Outages outages;
   private final Takeovers takeovers;
   private final RunSources sources;
   private final Ledger ledger;
@@ -61,6 +63,7 @@ public class Reaper {
   Reaper(
       Pool pool,
       Endings instances,
+      Outages outages,
       Takeovers takeovers,
       RunSources sources,
       Ledger ledger,
@@ -70,6 +73,7 @@ public class Reaper {
     this.traces = traces;
     this.pool = pool;
     this.instances = instances;
+    this.outages = outages;
     this.takeovers = takeovers;
     this.sources = sources;
     this.ledger = ledger;
@@ -82,7 +86,18 @@ public class Reaper {
       every = Intervals.REAPER_SCHEDULE,
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return Housekeeping.survive(runOnce(), "reaper pass");
+    return Housekeeping.survive(tick(), "reaper pass");
+  }
+
+  /**
+   * The scheduled pass: this replica's coordinator beat first, then the pass. A lease that ran out
+   * while no service replica ran, or while the database was unreachable, is renewed by that beat
+   * ({@link Outages}) before any lease is read as a death; when the beat fails, no lease is judged
+   * in this tick. (Run side by side, a pass of a replica coming back could declare the leases dead
+   * that its own first beat was about to renew.)
+   */
+  public Uni<Pass> tick() {
+    return outages.beat().chain(this::runOnce);
   }
 
   /**

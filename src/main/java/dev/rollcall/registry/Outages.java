@@ -4,13 +4,15 @@ import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.runtime.StartupEvent;
-import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import java.time.Duration;
+import org.eclipse.microprofile.health.HealthCheck;
+import org.eclipse.microprofile.health.HealthCheckResponse;
+import org.eclipse.microprofile.health.Readiness;
 import org.jboss.logging.Logger;
 
 /**
@@ -34,6 +36,7 @@ public class Outages {
   private final Pool pool;
   private final RollcallConfig config;
   private final MeterRegistry meters;
+  private volatile boolean beaten;
 
   Outages(Pool pool, RollcallConfig config, MeterRegistry meters) {
     this.pool = pool;
@@ -98,7 +101,13 @@ public class Outages {
                                       .execute()
                                       .replaceWith(new Beat(gap, n)));
                         }))
-        .invoke(this::report);
+        .invoke(this::report)
+        .invoke(() -> beaten = true);
+  }
+
+  /** True once a beat of this replica succeeded, or when it runs no reaper (and so never beats). */
+  boolean beatenOrNotBeating() {
+    return beaten || Intervals.orOff(config.reaperInterval()).isEmpty();
   }
 
   private void report(Beat beat) {
@@ -123,18 +132,26 @@ public class Outages {
     }
   }
 
-  @Scheduled(
-      identity = "rollcall-coordinator-beat",
-      every = Intervals.REAPER_SCHEDULE,
-      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
-  Uni<Void> scheduled() {
-    return beat()
-        .replaceWithVoid()
-        .onFailure()
-        .recoverWithUni(
-            e -> {
-              LOG.debugf("coordinator beat failed: %s", e.getMessage());
-              return Uni.createFrom().voidItem();
-            });
+  /**
+   * Not ready before this replica's first beat: a replica coming back after Rollcall's own outage
+   * renews the leases that lapsed meanwhile before a balancer sends it the heartbeats of their
+   * instances.
+   */
+  @Readiness
+  @ApplicationScoped
+  static class BeatReadiness implements HealthCheck {
+
+    private final Outages outages;
+
+    BeatReadiness(Outages outages) {
+      this.outages = outages;
+    }
+
+    @Override
+    public HealthCheckResponse call() {
+      return HealthCheckResponse.named("rollcall-coordinator-beat")
+          .status(outages.beatenOrNotBeating())
+          .build();
+    }
   }
 }

@@ -358,16 +358,28 @@ class EndToEndIT {
     /** Starts replicas until {@code n} live. */
     void fillUp(int n) throws InterruptedException {
       while (live.size() < n) {
-        Map<String, String> e = new HashMap<>(env);
-        String name = "e2e-" + prefix + "-app-" + started++;
-        e.put("ROLLCALL_NAME", name);
-        ExampleApp.Replica r = ExampleApp.start(settings.line(), name, db, e);
-        if (env.containsKey("ROLLCALL_URL")) {
-          awaitRegistered(name);
-        }
-        live.add(r);
-        all.add(r);
+        start(Map.of(), env.containsKey("ROLLCALL_URL"));
       }
+    }
+
+    /**
+     * Starts one more replica with {@code overrides} on top of the cluster's environment (a new
+     * deployment id, say); waits for its registration with Rollcall when {@code awaitRegistration}
+     * (not while Rollcall is away: the replica serves all the same, and registers once it returns).
+     */
+    ExampleApp.Replica start(Map<String, String> overrides, boolean awaitRegistration)
+        throws InterruptedException {
+      Map<String, String> e = new HashMap<>(env);
+      e.putAll(overrides);
+      String name = "e2e-" + prefix + "-app-" + started++;
+      e.put("ROLLCALL_NAME", name);
+      ExampleApp.Replica r = ExampleApp.start(settings.line(), name, db, e);
+      if (awaitRegistration) {
+        awaitRegistered(name);
+      }
+      live.add(r);
+      all.add(r);
+      return r;
     }
 
     /**
@@ -408,15 +420,17 @@ class EndToEndIT {
 
     /** The default of a liveness setting, in ms, as the service declares it. */
     private static long livenessDefaultMs(String setting) {
+      return defaultMs(RollcallConfig.Liveness.class, setting);
+    }
+
+    /** The default of a duration setting of {@code owner}, in ms, as the service declares it. */
+    static long defaultMs(Class<?> owner, String setting) {
       try {
         String value =
-            RollcallConfig.Liveness.class
-                .getMethod(setting)
-                .getAnnotation(io.smallrye.config.WithDefault.class)
-                .value();
+            owner.getMethod(setting).getAnnotation(io.smallrye.config.WithDefault.class).value();
         return new io.quarkus.runtime.configuration.DurationConverter().convert(value).toMillis();
       } catch (NoSuchMethodException e) {
-        throw new IllegalStateException("no liveness setting " + setting, e);
+        throw new IllegalStateException("no setting " + setting + " in " + owner, e);
       }
     }
 
@@ -436,7 +450,16 @@ class EndToEndIT {
     /** Starts a round's runs on the live replicas, round robin. */
     Round round(int n) {
       Round round = new Round(this);
-      for (int i = 0; i < settings.runs(); i++) {
+      addRuns(round, String.valueOf(n), settings.runs());
+      return round;
+    }
+
+    /**
+     * Starts {@code count} more runs of the round's mix on the live replicas, round robin; {@code
+     * tag} tells their hooks' tokens apart from other rounds'.
+     */
+    void addRuns(Round round, String tag, int count) {
+      for (int i = 0; i < count; i++) {
         ExampleApp.Replica on = live.get(i % live.size());
         int ms = settings.stepMs();
         int fast = settings.fastStepMs();
@@ -446,14 +469,13 @@ class EndToEndIT {
           case 2 -> round.runs.add(on.start("remind", ms, 4 * ms));
           case 3 -> round.runs.add(on.start("fanOut", fast, settings.fanWidth()));
           default -> {
-            String token = "approve-" + prefix + "-" + n + "-" + i;
+            String token = "approve-" + prefix + "-" + tag + "-" + i;
             String runId = on.start("approve", ms, token);
             round.runs.add(runId);
             round.hooks.put(runId, token);
           }
         }
       }
-      return round;
     }
 
     /** Every journal line of every replica ever started, with the replica's name. */
@@ -596,7 +618,7 @@ class EndToEndIT {
     }
 
     /** Step executions started and not ended, by replica. */
-    private Map<String, Integer> openSteps() {
+    Map<String, Integer> openSteps() {
       Map<String, Integer> balance = new HashMap<>();
       for (Journal j : cluster.journal()) {
         if (j.event().equals("step-start")) {
@@ -619,7 +641,7 @@ class EndToEndIT {
      * The runs of this round that {@code replica} was executing at {@code at}: a flow delivery or a
      * step started and not ended (the 4.x line runs steps in deliveries of their own).
      */
-    private List<String> openRuns(String replica, long at) {
+    List<String> openRuns(String replica, long at) {
       Map<String, Integer> balance = new HashMap<>();
       for (Journal j : cluster.journal()) {
         if (!j.replica().equals(replica) || j.t() > at) {

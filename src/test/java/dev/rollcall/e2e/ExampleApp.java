@@ -114,25 +114,46 @@ final class ExampleApp {
 
     private JsonNode post(String path, Object body) {
       try {
-        HttpResponse<String> response =
-            http.send(
-                HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-                    .timeout(Duration.ofSeconds(30))
-                    .header("content-type", "application/json")
-                    .POST(HttpRequest.BodyPublishers.ofString(Api.JSON.writeValueAsString(body)))
-                    .build(),
-                HttpResponse.BodyHandlers.ofString());
-        if (response.statusCode() != 200) {
-          throw new IllegalStateException(
-              name() + " " + path + ": " + response.statusCode() + " " + response.body());
-        }
-        return Api.JSON.readTree(response.body());
+        return post(path, body, 2);
       } catch (IOException e) {
         throw new UncheckedIOException(e);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new IllegalStateException(e);
       }
+    }
+
+    /**
+     * Sends once more when the server closed a pooled connection without answering: Node's HTTP
+     * server closes a keep-alive connection idle for 5 s, and a request the client sent on it just
+     * then gets no bytes back (it was never read, so sending it again cannot do it twice).
+     */
+    private JsonNode post(String path, Object body, int tries)
+        throws IOException, InterruptedException {
+      try {
+        return postOnce(path, body);
+      } catch (IOException e) {
+        if (tries > 1 && String.valueOf(e.getMessage()).contains("received no bytes")) {
+          return post(path, body, tries - 1);
+        }
+        throw e;
+      }
+    }
+
+    private JsonNode postOnce(String path, Object body) throws IOException, InterruptedException {
+      HttpResponse<String> response =
+          http.send(
+              HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+                  .timeout(Duration.ofSeconds(30))
+                  .header("content-type", "application/json")
+                  .POST(HttpRequest.BodyPublishers.ofString(Api.JSON.writeValueAsString(body)))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      if (response.statusCode() != 200) {
+        throw new IllegalStateException(
+            name() + " " + path + ": " + response.statusCode() + " " + response.body());
+      }
+      return Api.JSON.readTree(response.body());
     }
   }
 

@@ -50,9 +50,14 @@ final class RollcallServices implements AutoCloseable {
     }
   }
 
-  /** Starts one more service replica and puts it behind the balancer. */
+  /** Starts one more service replica and puts it behind the balancer once it is ready. */
   void startOne() throws IOException, InterruptedException {
-    ServiceProcess p = ServiceProcess.start("e2e-rollcall-" + started++, db, config);
+    startOne(java.time.Duration.ofSeconds(90));
+  }
+
+  /** As {@link #startOne()}, waiting at most {@code readyWithin} (a busy machine starts slowly). */
+  void startOne(java.time.Duration readyWithin) throws IOException, InterruptedException {
+    ServiceProcess p = ServiceProcess.start("e2e-rollcall-" + started++, db, config, readyWithin);
     services.add(p);
     balancer.add(p.base());
   }
@@ -62,6 +67,23 @@ final class RollcallServices implements AutoCloseable {
     ServiceProcess dead = services.remove(0);
     balancer.remove(dead.base());
     dead.kill();
+  }
+
+  /**
+   * Stops every service replica (SIGTERM, each taken out of the balancer first): Rollcall is away,
+   * and its address refuses connections until {@link #startOne} brings a replica back.
+   */
+  void stopAll() throws InterruptedException {
+    while (!services.isEmpty()) {
+      ServiceProcess p = services.remove(0);
+      balancer.remove(p.base());
+      p.close();
+    }
+  }
+
+  /** The deployment id app replicas are given by {@link #appEnv}. */
+  String deploymentId() {
+    return deploymentId;
   }
 
   /**

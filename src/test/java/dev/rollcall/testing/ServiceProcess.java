@@ -31,8 +31,15 @@ public final class ServiceProcess implements AutoCloseable {
     this.managementPort = managementPort;
   }
 
-  /** Starts a replica and waits until it is ready. */
+  /** Starts a replica and waits (at most 90 s) until it is ready. */
   public static ServiceProcess start(String name, TestDatabase db, Map<String, String> settings)
+      throws IOException, InterruptedException {
+    return start(name, db, settings, Duration.ofSeconds(90));
+  }
+
+  /** Starts a replica and waits (at most {@code readyWithin}) until it is ready. */
+  public static ServiceProcess start(
+      String name, TestDatabase db, Map<String, String> settings, Duration readyWithin)
       throws IOException, InterruptedException {
     Path app = Path.of(System.getProperty("rollcall.app.dir", "target/quarkus-app"));
     Path jar = app.resolve("quarkus-run.jar");
@@ -91,7 +98,7 @@ public final class ServiceProcess implements AutoCloseable {
             .start();
     ServiceProcess replica = new ServiceProcess(name, p, http, management);
     try {
-      replica.awaitReady(Duration.ofSeconds(90));
+      replica.awaitReady(readyWithin);
     } catch (RuntimeException | InterruptedException e) {
       // No caller holds the process yet to close it: left running, it would outlive the test.
       replica.close();
