@@ -352,23 +352,11 @@ class ArchitectureTest {
   // Methods a reader can follow.
 
   /**
-   * Methods that take more than five parameters today, each waiting for the context object that
-   * names what they share (a claim's caller, source, order and limits); no other may join them.
+   * Methods that take more than five parameters today, each waiting for an object that names what
+   * its parameters share; no other may join them.
    */
   private static final Set<String> LONG_PARAMETER_LISTS =
-      Set.of(
-          "recovery.ClaimService.beforeQueueing",
-          "recovery.ClaimService.lockAndStep",
-          "recovery.ClaimService.lockIfFree",
-          "recovery.ClaimService.lookAt",
-          "recovery.ClaimService.stepIfFree",
-          "recovery.ClaimService.stepWithPage",
-          "recovery.ClaimService.underLocks",
-          "recovery.Batches.handOut",
-          "recovery.Batches.relet",
-          "recovery.Batches.settleRange",
-          "recovery.Ledger.locksReleased",
-          "source.TableSource.page");
+      Set.of("recovery.Ledger.locksReleased", "source.TableSource.page");
 
   @Test
   void noMethodTakesMoreThanFiveParameters() {
