@@ -260,9 +260,6 @@ class ArchitectureTest {
                   "an exiting leave shortens the lease to the departure grace in the transaction"
                       + " that records its last in-flight set")
               .alsoBy(
-                  "recovery.OperatorActions",
-                  "an eviction declares the death in the transaction that opens its takeover")
-              .alsoBy(
                   "registry.Outages",
                   "the first beat after Rollcall's own outage renews the leases that ran out"
                       + " unanswered, in the transaction that decides it was an outage"),
@@ -323,6 +320,28 @@ class ArchitectureTest {
       declared.put(t.name, new TreeSet<>(t.writers()));
     }
     assertEquals(declared, written, "the writers of each rollcall table, by the map and in fact");
+  }
+
+  /** An instance's end, as a statement writes it: it left or it died. */
+  private static final Pattern INSTANCE_END = Pattern.compile("SET state = '(?:dead|left)'");
+
+  /**
+   * Each transition of an instance once: a death (by the reaper's lease expiry, the session check's
+   * lost session or an operator's eviction) and a leave are written by {@code registry.Endings}
+   * alone, after the end lock it takes.
+   */
+  @Test
+  void anInstanceEndsOnlyThroughEndings() throws IOException {
+    Set<String> writers = new TreeSet<>();
+    Path base = Path.of("src", "main", "java", "dev", "rollcall");
+    try (Stream<Path> files = Files.walk(base)) {
+      for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
+        if (INSTANCE_END.matcher(Files.readString(f)).find()) {
+          writers.add(base.relativize(f).toString().replace('\\', '/'));
+        }
+      }
+    }
+    assertEquals(Set.of("registry/Endings.java"), writers);
   }
 
   /** One table of the map: its owners and the other classes that write it, with their reasons. */
