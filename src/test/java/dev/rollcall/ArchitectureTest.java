@@ -264,19 +264,11 @@ class ArchitectureTest {
                   "the first beat after Rollcall's own outage renews the leases that ran out"
                       + " unanswered, in the transaction that decides it was an outage"),
           table("coordinator_beat").ownedBy("registry.Outages"),
-          table("epochs")
-              .ownedBy("recovery.Epochs")
-              .alsoBy("recovery.OperatorActions", "an operator's manual pass is opened there"),
+          table("epochs").ownedBy("recovery.Epochs"),
           table("batches")
               .ownedBy("recovery.Batches")
-              .alsoBy(
-                  "recovery.CompletionService",
-                  "a complete marks its batch completed and adds the retry of its failed runs,"
-                      + " under the fence it checked")
               .alsoBy("recovery.Epochs", "closing an epoch gives up its outstanding batches"),
-          table("batch_runs")
-              .ownedBy("recovery.Batches")
-              .alsoBy("recovery.CompletionService", "the runs of a complete's retry batch"),
+          table("batch_runs").ownedBy("recovery.Batches"),
           table("deferred")
               .ownedBy("recovery.Deferrals")
               .alsoBy("recovery.Epochs", "closing an epoch drops its deferrals"),

@@ -275,6 +275,40 @@ public class Batches {
   }
 
   /**
+   * Marks a batch completed under the fence its holder's complete checked (a batch given up while
+   * it was leased completes too: its runs were handed out).
+   */
+  public Uni<Void> complete(SqlClient client, long batchId, int fence) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.batches SET state = 'completed', completed_at = now()"
+                + " WHERE id = $1 AND fence = $2 AND state IN ('leased', 'abandoned')")
+        .execute(Tuple.of(batchId, fence))
+        .replaceWithVoid();
+  }
+
+  /**
+   * A complete's failed runs go into a new ready batch of the same epoch, carrying the attempts so
+   * far and everything a hand-out says about each run (its reason and, in a takeover, the dead
+   * owner).
+   */
+  public Uni<Void> retry(
+      SqlClient client, long epochId, long batchId, int attempts, String[] failed) {
+    return client
+        .preparedQuery(
+            "WITH retry AS (INSERT INTO rollcall.batches"
+                + " (epoch_id, state, fence, attempts, run_count, retry_of)"
+                + " VALUES ($1, 'ready', 0, $2, $3, $4) RETURNING id)"
+                + " INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason,"
+                + " dead_instance_id)"
+                + " SELECT retry.id, r.run_id, r.workflow_name, r.reason, r.dead_instance_id"
+                + " FROM retry, rollcall.batch_runs r"
+                + " WHERE r.batch_id = $4 AND r.run_id = ANY($5::text[])")
+        .execute(Tuple.of(epochId, attempts, failed.length, batchId, failed))
+        .replaceWithVoid();
+  }
+
+  /**
    * Ends the leases an instance holds now, because it left or died: the next claim of any peer
    * re-leases those batches under a new fence instead of waiting out the batch lease.
    */

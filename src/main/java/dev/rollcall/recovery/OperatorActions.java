@@ -86,22 +86,16 @@ public class OperatorActions {
             conn.preparedQuery("SELECT pg_advisory_xact_lock(hashtext('rollcall.manual.' || $1))")
                 .execute(Tuple.of(namespace))
                 .chain(() -> source.snapshot(conn))
+                // The manual-pass lock, taken before the snapshot, serialises opening with
+                // the check that none is open.
+                .chain(snapshot -> epochs.openManual(conn, namespace, snapshot))
                 .chain(
-                    snapshot ->
-                        conn.preparedQuery(
-                                "INSERT INTO rollcall.epochs (namespace, kind, snapshot_max_id,"
-                                    + " snapshot_at) SELECT $1, 'manual', $2, $3"
-                                    + " WHERE NOT EXISTS (SELECT 1 FROM rollcall.epochs"
-                                    + "   WHERE namespace = $1 AND kind = 'manual'"
-                                    + "   AND state = 'open') RETURNING id")
-                            .execute(Tuple.of(namespace, snapshot.maxRunId(), snapshot.takenAt())))
-                .chain(
-                    rows -> {
-                      if (rows.size() == 0) {
+                    opened -> {
+                      if (opened.isEmpty()) {
                         throw new Conflict(
                             "a manual pass of namespace '" + namespace + "' is already open");
                       }
-                      long id = rows.iterator().next().getLong("id");
+                      long id = opened.get();
                       LOG.infof("epoch %d opened: manual pass of namespace %s", id, namespace);
                       return source.prepareEpoch(conn, id).replaceWith(id);
                     }));
