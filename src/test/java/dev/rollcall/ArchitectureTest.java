@@ -263,26 +263,15 @@ class ArchitectureTest {
                   "an exiting leave shortens the lease to the departure grace in the transaction"
                       + " that records its last in-flight set")
               .alsoBy(
-                  "recovery.OperatorActions",
-                  "an eviction declares the death in the transaction that opens its takeover")
-              .alsoBy(
                   "registry.Outages",
                   "the first beat after Rollcall's own outage renews the leases that ran out"
                       + " unanswered, in the transaction that decides it was an outage"),
           table("coordinator_beat").ownedBy("registry.Outages"),
-          table("epochs")
-              .ownedBy("recovery.Epochs")
-              .alsoBy("recovery.OperatorActions", "an operator's manual pass is opened there"),
+          table("epochs").ownedBy("recovery.Epochs"),
           table("batches")
               .ownedBy("recovery.Batches")
-              .alsoBy(
-                  "recovery.CompletionService",
-                  "a complete marks its batch completed and adds the retry of its failed runs,"
-                      + " under the fence it checked")
               .alsoBy("recovery.Epochs", "closing an epoch gives up its outstanding batches"),
-          table("batch_runs")
-              .ownedBy("recovery.Batches")
-              .alsoBy("recovery.CompletionService", "the runs of a complete's retry batch"),
+          table("batch_runs").ownedBy("recovery.Batches"),
           table("deferred")
               .ownedBy("recovery.Deferrals")
               .alsoBy("recovery.Epochs", "closing an epoch drops its deferrals"),
@@ -328,6 +317,28 @@ class ArchitectureTest {
     assertEquals(declared, written, "the writers of each rollcall table, by the map and in fact");
   }
 
+  /** An instance's end, as a statement writes it: it left or it died. */
+  private static final Pattern INSTANCE_END = Pattern.compile("SET state = '(?:dead|left)'");
+
+  /**
+   * Each transition of an instance once: a death (by the reaper's lease expiry, the session check's
+   * lost session or an operator's eviction) and a leave are written by {@code registry.Endings}
+   * alone, after the end lock it takes.
+   */
+  @Test
+  void anInstanceEndsOnlyThroughEndings() throws IOException {
+    Set<String> writers = new TreeSet<>();
+    Path base = Path.of("src", "main", "java", "dev", "rollcall");
+    try (Stream<Path> files = Files.walk(base)) {
+      for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
+        if (INSTANCE_END.matcher(Files.readString(f)).find()) {
+          writers.add(base.relativize(f).toString().replace('\\', '/'));
+        }
+      }
+    }
+    assertEquals(Set.of("registry/Endings.java"), writers);
+  }
+
   /** One table of the map: its owners and the other classes that write it, with their reasons. */
   private record Table(String name, List<String> owners, Map<String, String> others) {
     Table ownedBy(String... classes) {
@@ -355,23 +366,10 @@ class ArchitectureTest {
   // Methods a reader can follow.
 
   /**
-   * Methods that take more than five parameters today, each waiting for the context object that
-   * names what they share (a claim's caller, source, order and limits); no other may join them.
+   * Methods that take more than five parameters today, each waiting for an object that names what
+   * its parameters share; no other may join them.
    */
-  private static final Set<String> LONG_PARAMETER_LISTS =
-      Set.of(
-          "recovery.ClaimService.beforeQueueing",
-          "recovery.ClaimService.lockAndStep",
-          "recovery.ClaimService.lockIfFree",
-          "recovery.ClaimService.lookAt",
-          "recovery.ClaimService.stepIfFree",
-          "recovery.ClaimService.stepWithPage",
-          "recovery.ClaimService.underLocks",
-          "recovery.Batches.handOut",
-          "recovery.Batches.relet",
-          "recovery.Batches.settleRange",
-          "recovery.Ledger.locksReleased",
-          "source.TableSource.page");
+  private static final Set<String> LONG_PARAMETER_LISTS = Set.of("recovery.Ledger.locksReleased");
 
   @Test
   void noMethodTakesMoreThanFiveParameters() {

@@ -54,6 +54,9 @@ public class Batches {
     }
   }
 
+  /** Who a batch or range is leased to, and for how long (by the database's clock). */
+  record Lease(UUID claimer, long ms) {}
+
   /**
    * Locks the oldest claimable batch of an epoch, skipping batches another claimer is taking right
    * now. Whether a lease has expired is decided by the database's {@code now()}.
@@ -105,12 +108,7 @@ public class Batches {
    * its fence is no longer current.
    */
   public Uni<LeasedBatch> relet(
-      SqlClient client,
-      RunSource source,
-      Epoch epoch,
-      Claimable batch,
-      UUID claimer,
-      long leaseMs) {
+      SqlClient client, RunSource source, Epoch epoch, Claimable batch, Lease lease) {
     // The expired hand-outs take their claimer and lease time from the batch row: written before
     // the row is re-let.
     return handOutsEnded(client, batch, "lease-expired")
@@ -122,7 +120,7 @@ public class Batches {
                             + " attempts = attempts + 1, claimer_id = $3, leased_at = now(),"
                             + " lease_expires_at = now() + $4::bigint * interval '1 millisecond'"
                             + " WHERE id = $1 AND fence = $2 RETURNING fence, lease_expires_at")
-                    .execute(Tuple.of(batch.id(), batch.fence(), claimer, leaseMs)))
+                    .execute(Tuple.of(batch.id(), batch.fence(), lease.claimer(), lease.ms())))
         .chain(
             rows -> {
               Row r = rows.iterator().next();
@@ -131,7 +129,7 @@ public class Batches {
               if ("leased".equals(batch.state())) {
                 LOG.infof(
                     "batch %d re-leased to instance %s with fence %d (lease of fence %d expired)",
-                    batch.id(), claimer, fence, batch.fence());
+                    batch.id(), lease.claimer(), fence, batch.fence());
               }
               return runsOf(client, source, batch.id())
                   .map(
@@ -152,8 +150,7 @@ public class Batches {
   }
 
   /** Cuts a new batch from scanned runs and leases it to the claimer under fence 1. */
-  public Uni<LeasedBatch> cut(
-      SqlClient client, Epoch epoch, List<HandedOutRun> runs, UUID claimer, long leaseMs) {
+  public Uni<LeasedBatch> cut(SqlClient client, Epoch epoch, List<HandedOutRun> runs, Lease lease) {
     return client
         .preparedQuery(
             "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, claimer_id, leased_at,"
@@ -161,17 +158,19 @@ public class Batches {
                 + " VALUES ($1, 'leased', 1, 1, $2, now(),"
                 + " now() + $3::bigint * interval '1 millisecond', $4)"
                 + " RETURNING id, fence, lease_expires_at")
-        .execute(Tuple.of(epoch.id(), claimer, leaseMs, runs.size()))
+        .execute(Tuple.of(epoch.id(), lease.claimer(), lease.ms(), runs.size()))
         .chain(
             rows -> {
               Row r = rows.iterator().next();
               return handOut(
                   client,
-                  epoch,
-                  r.getLong("id"),
-                  r.getInteger("fence"),
-                  r.getOffsetDateTime("lease_expires_at"),
-                  runs);
+                  new LeasedBatch(
+                      r.getLong("id"),
+                      epoch.id(),
+                      epoch.kind(),
+                      r.getInteger("fence"),
+                      r.getOffsetDateTime("lease_expires_at"),
+                      runs));
             });
   }
 
@@ -179,15 +178,8 @@ public class Batches {
    * Fixes a new batch's runs: its hand-outs under its fence until their outcome is written ({@link
    * Ledger#OUTCOMES}).
    */
-  private static Uni<LeasedBatch> handOut(
-      SqlClient client,
-      Epoch epoch,
-      long id,
-      int fence,
-      OffsetDateTime expires,
-      List<HandedOutRun> runs) {
-    return insertRuns(client, id, runs)
-        .map(ignored -> new LeasedBatch(id, epoch.id(), epoch.kind(), fence, expires, runs));
+  private static Uni<LeasedBatch> handOut(SqlClient client, LeasedBatch batch) {
+    return insertRuns(client, batch.id(), batch.runs()).replaceWith(batch);
   }
 
   /**
@@ -195,8 +187,7 @@ public class Batches {
    * the range's run ids, so that the range survives the claimer and the lock is held only for this.
    * Classifying it happens after the lock is released ({@link #settleRange}).
    */
-  public Uni<Range> cutRange(
-      SqlClient client, Epoch epoch, List<String> runIds, UUID claimer, long leaseMs) {
+  public Uni<Range> cutRange(SqlClient client, Epoch epoch, List<String> runIds, Lease lease) {
     return client
         .preparedQuery(
             "INSERT INTO rollcall.batches (epoch_id, state, fence, attempts, claimer_id, leased_at,"
@@ -205,7 +196,12 @@ public class Batches {
                 + " now() + $3::bigint * interval '1 millisecond', $4, $5::text[])"
                 + " RETURNING id")
         .execute(
-            Tuple.of(epoch.id(), claimer, leaseMs, runIds.size(), runIds.toArray(String[]::new)))
+            Tuple.of(
+                epoch.id(),
+                lease.claimer(),
+                lease.ms(),
+                runIds.size(),
+                runIds.toArray(String[]::new)))
         .map(rows -> new Range(rows.iterator().next().getLong("id"), 1, runIds, 0));
   }
 
@@ -214,9 +210,9 @@ public class Batches {
    * another claimer under the next fence; the late claimer's {@link #settleRange} then finds its
    * fence gone and writes nothing. Ranges are never abandoned (their runs were not handed out);
    * each retake is counted in {@code attempts}, and a range retaken too often has its runs handed
-   * out without a classification (see {@code ClaimService}).
+   * out without a classification (see {@link RangeClassification}).
    */
-  public Uni<Range> retakeRange(SqlClient client, Claimable range, UUID claimer, long leaseMs) {
+  public Uni<Range> retakeRange(SqlClient client, Claimable range, Lease lease) {
     return client
         .preparedQuery(
             "UPDATE rollcall.batches SET fence = fence + 1, attempts = attempts + 1,"
@@ -224,14 +220,14 @@ public class Batches {
                 + " lease_expires_at = now() + $4::bigint * interval '1 millisecond'"
                 + " WHERE id = $1 AND fence = $2 AND state = 'scanning'"
                 + " RETURNING fence, scan_run_ids, attempts")
-        .execute(Tuple.of(range.id(), range.fence(), claimer, leaseMs))
+        .execute(Tuple.of(range.id(), range.fence(), lease.claimer(), lease.ms()))
         .map(
             rows -> {
               Row r = rows.iterator().next();
               LOG.infof(
                   "scan range %d re-leased to instance %s with fence %d (lease of fence %d"
                       + " expired before it was classified)",
-                  range.id(), claimer, r.getInteger("fence"), range.fence());
+                  range.id(), lease.claimer(), r.getInteger("fence"), range.fence());
               return new Range(
                   range.id(),
                   r.getInteger("fence"),
@@ -247,18 +243,13 @@ public class Batches {
    * lease ran out gets empty and writes nothing.
    */
   public Uni<Optional<Optional<LeasedBatch>>> settleRange(
-      SqlClient client,
-      Epoch epoch,
-      Range range,
-      List<HandedOutRun> runs,
-      UUID claimer,
-      long leaseMs) {
+      SqlClient client, Epoch epoch, Range range, List<HandedOutRun> runs, Lease lease) {
     if (runs.isEmpty()) {
       return client
           .preparedQuery(
               "DELETE FROM rollcall.batches WHERE id = $1 AND fence = $2 AND state = 'scanning'"
                   + " AND claimer_id = $3 AND lease_expires_at > now() RETURNING id")
-          .execute(Tuple.of(range.id(), range.fence(), claimer))
+          .execute(Tuple.of(range.id(), range.fence(), lease.claimer()))
           .map(rows -> rows.size() == 0 ? Optional.empty() : Optional.of(Optional.empty()));
     }
     return client
@@ -268,16 +259,53 @@ public class Batches {
                 + " lease_expires_at = now() + $5::bigint * interval '1 millisecond'"
                 + " WHERE id = $1 AND fence = $2 AND state = 'scanning' AND claimer_id = $3"
                 + " AND lease_expires_at > now() RETURNING lease_expires_at")
-        .execute(Tuple.of(range.id(), range.fence(), claimer, runs.size(), leaseMs))
+        .execute(Tuple.of(range.id(), range.fence(), lease.claimer(), runs.size(), lease.ms()))
         .chain(
             rows -> {
               if (rows.size() == 0) {
                 return Uni.createFrom().item(Optional.<Optional<LeasedBatch>>empty());
               }
               OffsetDateTime expires = rows.iterator().next().getOffsetDateTime("lease_expires_at");
-              return handOut(client, epoch, range.id(), range.fence(), expires, runs)
+              return handOut(
+                      client,
+                      new LeasedBatch(
+                          range.id(), epoch.id(), epoch.kind(), range.fence(), expires, runs))
                   .map(batch -> Optional.of(Optional.of(batch)));
             });
+  }
+
+  /**
+   * Marks a batch completed under the fence its holder's complete checked (a batch given up while
+   * it was leased completes too: its runs were handed out).
+   */
+  public Uni<Void> complete(SqlClient client, long batchId, int fence) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.batches SET state = 'completed', completed_at = now()"
+                + " WHERE id = $1 AND fence = $2 AND state IN ('leased', 'abandoned')")
+        .execute(Tuple.of(batchId, fence))
+        .replaceWithVoid();
+  }
+
+  /**
+   * A complete's failed runs go into a new ready batch of the same epoch, carrying the attempts so
+   * far and everything a hand-out says about each run (its reason and, in a takeover, the dead
+   * owner).
+   */
+  public Uni<Void> retry(
+      SqlClient client, long epochId, long batchId, int attempts, String[] failed) {
+    return client
+        .preparedQuery(
+            "WITH retry AS (INSERT INTO rollcall.batches"
+                + " (epoch_id, state, fence, attempts, run_count, retry_of)"
+                + " VALUES ($1, 'ready', 0, $2, $3, $4) RETURNING id)"
+                + " INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason,"
+                + " dead_instance_id)"
+                + " SELECT retry.id, r.run_id, r.workflow_name, r.reason, r.dead_instance_id"
+                + " FROM retry, rollcall.batch_runs r"
+                + " WHERE r.batch_id = $4 AND r.run_id = ANY($5::text[])")
+        .execute(Tuple.of(epochId, attempts, failed.length, batchId, failed))
+        .replaceWithVoid();
   }
 
   /**

@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import jakarta.inject.Singleton;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.OptionalLong;
@@ -14,10 +15,12 @@ import java.util.OptionalLong;
  * #REMEMBERED} most recently learnt; a forgotten one is read from the database again.
  *
  * <p>The same for deploys: the boot epoch of a deploy, once a claim's first look read its row
- * closed, so that the deploy's later claims are answered "done" from one read ({@code
- * ClaimService}). A deploy's boot epoch is the only one it ever has unless retention deletes it;
- * such an entry is forgotten when a claim finds the row gone.
+ * closed, so that the deploy's later claims are answered "done" from one read ({@link PassOver}). A
+ * deploy's boot epoch is the only one it ever has unless retention deletes it; such an entry is
+ * forgotten when a claim finds the row gone. One per service replica, shared by the stages of its
+ * claims.
  */
+@Singleton
 final class ClosedEpochs {
 
   static final int REMEMBERED = 4096;

@@ -33,6 +33,7 @@ public class CompletionService {
 
   private final Pool pool;
   private final Epochs epochs;
+  private final Batches batches;
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
 
@@ -43,6 +44,7 @@ public class CompletionService {
   CompletionService(
       Pool pool,
       Epochs epochs,
+      Batches batches,
       RollcallConfig config,
       RecoveryMetrics metrics,
       Gate gate,
@@ -53,6 +55,7 @@ public class CompletionService {
     this.evidence = evidence;
     this.pool = pool;
     this.epochs = epochs;
+    this.batches = batches;
     this.config = config;
     this.metrics = metrics;
   }
@@ -196,16 +199,18 @@ public class CompletionService {
     String[] failed = failedIds.toArray(String[]::new);
     boolean retry =
         handsOutAgain(held.state(), failed.length, held.attempts(), config.batch().maxAttempts());
-    return conn.preparedQuery(
-            "UPDATE rollcall.batches SET state = 'completed', completed_at = now()"
-                + " WHERE id = $1 AND fence = $2 AND state IN ('leased', 'abandoned')")
-        .execute(Tuple.of(batchId, held.fence()))
+    return batches
+        .complete(conn, batchId, held.fence())
         .chain(
             () ->
                 // Each hand-out's row, written once with its outcome.
                 conn.preparedQuery(Ledger.OUTCOMES)
                     .execute(Tuple.of(batchId, held.fence(), failed, "failed", "enqueued")))
-        .chain(() -> retry ? retryBatch(conn, batchId, held, failed) : Uni.createFrom().voidItem())
+        .chain(
+            () ->
+                retry
+                    ? batches.retry(conn, held.epochId(), batchId, held.attempts(), failed)
+                    : Uni.createFrom().voidItem())
         .map(
             ignored -> {
               int n = failed.length;
@@ -229,24 +234,6 @@ public class CompletionService {
    */
   static boolean handsOutAgain(String batchState, int failed, int attempts, int maxAttempts) {
     return failed > 0 && "leased".equals(batchState) && attempts < maxAttempts;
-  }
-
-  /**
-   * Failed runs go into a new ready batch of the same epoch, carrying the attempts so far and
-   * everything a hand-out says about each run (its reason and, in a takeover, the dead owner).
-   */
-  private Uni<Void> retryBatch(SqlClient conn, long batchId, Held held, String[] failed) {
-    return conn.preparedQuery(
-            "WITH retry AS (INSERT INTO rollcall.batches"
-                + " (epoch_id, state, fence, attempts, run_count, retry_of)"
-                + " VALUES ($1, 'ready', 0, $2, $3, $4) RETURNING id)"
-                + " INSERT INTO rollcall.batch_runs (batch_id, run_id, workflow_name, reason,"
-                + " dead_instance_id)"
-                + " SELECT retry.id, r.run_id, r.workflow_name, r.reason, r.dead_instance_id"
-                + " FROM retry, rollcall.batch_runs r"
-                + " WHERE r.batch_id = $4 AND r.run_id = ANY($5::text[])")
-        .execute(Tuple.of(held.epochId(), held.attempts(), failed.length, batchId, failed))
-        .replaceWithVoid();
   }
 
   /**

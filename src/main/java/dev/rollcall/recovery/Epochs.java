@@ -252,6 +252,26 @@ public class Epochs {
   }
 
   /**
+   * Opens a manual pass of the namespace unless one is open (empty then). The caller holds the
+   * namespace's manual-pass advisory lock, taken before the snapshot.
+   */
+  public Uni<Optional<Long>> openManual(SqlClient client, String namespace, Snapshot snapshot) {
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.epochs (namespace, kind, snapshot_max_id,"
+                + " snapshot_at) SELECT $1, 'manual', $2, $3"
+                + " WHERE NOT EXISTS (SELECT 1 FROM rollcall.epochs"
+                + "   WHERE namespace = $1 AND kind = 'manual'"
+                + "   AND state = 'open') RETURNING id")
+        .execute(Tuple.of(namespace, snapshot.maxRunId(), snapshot.takenAt()))
+        .map(
+            rows ->
+                rows.size() == 0
+                    ? Optional.<Long>empty()
+                    : Optional.of(rows.iterator().next().getLong("id")));
+  }
+
+  /**
    * Opens the takeover epoch of a dead or departed instance, unless one exists (the unique index on
    * the subject makes a second opener's insert a no-op). Its runs are cut into ready batches by the
    * caller, so the scan is born finished.

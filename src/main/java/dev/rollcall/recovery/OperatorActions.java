@@ -3,17 +3,15 @@ package dev.rollcall.recovery;
 import dev.rollcall.error.Problems.Conflict;
 import dev.rollcall.error.Problems.NotFound;
 import dev.rollcall.model.NamespaceSettingsRepository;
-import dev.rollcall.registry.InstanceGuards;
+import dev.rollcall.registry.Endings;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
 import io.quarkus.hibernate.reactive.panache.common.WithTransaction;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
-import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
-import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
 import org.jboss.logging.Logger;
@@ -32,7 +30,7 @@ public class OperatorActions {
   private final Takeovers takeovers;
   private final Epochs epochs;
   private final NamespaceSettingsRepository settings;
-  private final InstanceGuards guards;
+  private final Endings endings;
 
   OperatorActions(
       Pool pool,
@@ -40,8 +38,8 @@ public class OperatorActions {
       Takeovers takeovers,
       Epochs epochs,
       NamespaceSettingsRepository settings,
-      InstanceGuards guards) {
-    this.guards = guards;
+      Endings endings) {
+    this.endings = endings;
     this.pool = pool;
     this.sources = sources;
     this.takeovers = takeovers;
@@ -88,22 +86,16 @@ public class OperatorActions {
             conn.preparedQuery("SELECT pg_advisory_xact_lock(hashtext('rollcall.manual.' || $1))")
                 .execute(Tuple.of(namespace))
                 .chain(() -> source.snapshot(conn))
+                // The manual-pass lock, taken before the snapshot, serialises opening with
+                // the check that none is open.
+                .chain(snapshot -> epochs.openManual(conn, namespace, snapshot))
                 .chain(
-                    snapshot ->
-                        conn.preparedQuery(
-                                "INSERT INTO rollcall.epochs (namespace, kind, snapshot_max_id,"
-                                    + " snapshot_at) SELECT $1, 'manual', $2, $3"
-                                    + " WHERE NOT EXISTS (SELECT 1 FROM rollcall.epochs"
-                                    + "   WHERE namespace = $1 AND kind = 'manual'"
-                                    + "   AND state = 'open') RETURNING id")
-                            .execute(Tuple.of(namespace, snapshot.maxRunId(), snapshot.takenAt())))
-                .chain(
-                    rows -> {
-                      if (rows.size() == 0) {
+                    opened -> {
+                      if (opened.isEmpty()) {
                         throw new Conflict(
                             "a manual pass of namespace '" + namespace + "' is already open");
                       }
-                      long id = rows.iterator().next().getLong("id");
+                      long id = opened.get();
                       LOG.infof("epoch %d opened: manual pass of namespace %s", id, namespace);
                       return source.prepareEpoch(conn, id).replaceWith(id);
                     }));
@@ -113,32 +105,20 @@ public class OperatorActions {
   public Uni<Optional<Long>> evict(UUID instanceId) {
     return pool.withTransaction(
         conn ->
-            // The end lock first, as for every end: the instance's claims and completions in
-            // progress commit before its takeover can release what they lease.
-            guards
-                .lockForEnd(conn, instanceId)
+            endings
+                .declareDead(conn, instanceId, Endings.EVICTED)
                 .chain(
-                    () ->
-                        conn.preparedQuery(
-                                "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
-                                    + " end_reason = 'evicted' WHERE id = $1 AND state = 'live'"
-                                    + " RETURNING namespace, worker_ids")
-                            .execute(Tuple.of(instanceId)))
-                .chain(
-                    rows -> {
-                      if (rows.size() == 0) {
+                    dead -> {
+                      if (dead.isEmpty()) {
                         return explainNotEvicted(conn, instanceId);
                       }
-                      Row r = rows.iterator().next();
+                      Endings.Dead d = dead.get();
                       LOG.infof("instance %s evicted by an operator", instanceId);
                       return takeovers
                           .open(
                               conn,
                               new Takeovers.Subject(
-                                  instanceId,
-                                  r.getString("namespace"),
-                                  List.of(r.getArrayOfStrings("worker_ids")),
-                                  null))
+                                  instanceId, d.namespace(), d.workerIds(), d.leaseExpiredAt()))
                           .map(opened -> opened.map(Takeovers.Opened::epochId));
                     }));
   }

@@ -11,6 +11,7 @@ import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.OffsetDateTime;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
@@ -98,22 +99,60 @@ public class Endings {
   }
 
   /**
-   * Declares an instance dead if its lease has expired, in the caller's transaction. The guard
-   * makes this a race that exactly one service replica wins per instance, and that a heartbeat
-   * renewing the lease first wins against all of them: empty means someone else decided.
+   * What a death rests on, as the one death statement ({@link #declareDead}) checks it: the {@code
+   * end_reason} it writes, the condition on the instance's row {@code i} under which the proof
+   * still holds ($1 is the instance, {@code params} are $2 on), and the moment the instance died by
+   * it (null for none).
    */
-  public Uni<Optional<Dead>> markDeadIfExpired(SqlClient conn, UUID instanceId) {
+  public record DeathProof(
+      String endReason, String stillHolds, String diedAt, List<Object> params) {}
+
+  /** Its lease ran out, by the database's clock. */
+  static final DeathProof LEASE_EXPIRED =
+      new DeathProof(
+          "lease-expired",
+          "rollcall.is_expired(i.state, i.lease_expires_at)",
+          "i.lease_expires_at",
+          List.of());
+
+  /** An operator declared it dead while it was live; it has no moment of death but now. */
+  public static final DeathProof EVICTED =
+      new DeathProof("evicted", "i.state = 'live'", "NULL::timestamptz", List.of());
+
+  /** The death statement of {@code proof}: guarded by the proof, so that exactly one end wins. */
+  static String death(DeathProof proof) {
+    return "UPDATE rollcall.instances i SET state = 'dead', ended_at = now(), end_reason = '"
+        + proof.endReason()
+        + "' WHERE i.id = $1 AND "
+        + proof.stillHolds()
+        + " RETURNING i.id, i.namespace, i.worker_ids, "
+        + proof.diedAt()
+        + " AS lease_expires_at";
+  }
+
+  /**
+   * Declares a live instance dead if {@code proof} still holds, in the caller's transaction: the
+   * one place an instance dies, for the reaper (its lease), the session check (its lost session)
+   * and an operator's eviction. The guard makes this a race that exactly one service replica wins
+   * per instance, and that a heartbeat renewing the lease first wins against all of them: empty
+   * means someone else decided.
+   */
+  public Uni<Optional<Dead>> declareDead(SqlClient conn, UUID instanceId, DeathProof proof) {
+    List<Object> params = new ArrayList<>(1 + proof.params().size());
+    params.add(instanceId);
+    params.addAll(proof.params());
+    // The end lock first, as for every end: the instance's claims and completions in progress
+    // commit before its death (and the takeover opened in the same transaction) can release what
+    // they lease.
     return guards
         .lockForEnd(conn, instanceId)
-        .chain(
-            () ->
-                conn.preparedQuery(
-                        "UPDATE rollcall.instances SET state = 'dead', ended_at = now(),"
-                            + " end_reason = 'lease-expired'"
-                            + " WHERE id = $1 AND rollcall.is_expired(state, lease_expires_at)"
-                            + " RETURNING id, namespace, worker_ids, lease_expires_at")
-                    .execute(Tuple.of(instanceId)))
+        .chain(() -> conn.preparedQuery(death(proof)).execute(Tuple.tuple(params)))
         .map(Endings::dead);
+  }
+
+  /** Declares an instance dead if its lease has expired ({@link #declareDead}). */
+  public Uni<Optional<Dead>> markDeadIfExpired(SqlClient conn, UUID instanceId) {
+    return declareDead(conn, instanceId, LEASE_EXPIRED);
   }
 
   /** The instance a guarded death statement returned, or empty when it lost its race. */

@@ -8,6 +8,7 @@ import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
@@ -96,12 +97,12 @@ public class SessionLiveness {
 
   private final Pool pool;
   private final RollcallConfig config;
-  private final InstanceGuards guards;
+  private final Endings endings;
 
-  SessionLiveness(Pool pool, RollcallConfig config, InstanceGuards guards) {
+  SessionLiveness(Pool pool, RollcallConfig config, Endings endings) {
     this.pool = pool;
     this.config = config;
-    this.guards = guards;
+    this.endings = endings;
   }
 
   /**
@@ -239,20 +240,11 @@ public class SessionLiveness {
    */
   public Uni<Optional<Endings.Dead>> markDeadIfSessionLost(
       SqlClient conn, UUID instanceId, Rules rules) {
-    // The end lock first, as for every end: claims and completions of the instance in progress
-    // finish before its death (and its takeover) can commit.
-    return guards
-        .lockForEnd(conn, instanceId)
-        .chain(
-            () ->
-                conn.preparedQuery(
-                        "UPDATE rollcall.instances i SET state = 'dead', ended_at = now(),"
-                            + " end_reason = 'session-lost' WHERE i.id = $1 AND "
-                            + SESSION_LOST
-                            + " RETURNING i.id, i.namespace, i.worker_ids,"
-                            + " i.session_missing_since AS lease_expires_at")
-                    .execute(Tuple.tuple(params(rules, instanceId))))
-        .map(Endings::dead);
+    return endings.declareDead(
+        conn,
+        instanceId,
+        new Endings.DeathProof(
+            "session-lost", SESSION_LOST, "i.session_missing_since", ruleParams(rules)));
   }
 
   /** {@link #markDeadIfSessionLost(SqlClient, UUID, Rules)} with the rules in force. */
@@ -261,8 +253,15 @@ public class SessionLiveness {
   }
 
   private static List<Object> params(Rules rules, Object first) {
+    List<Object> all = new ArrayList<>();
+    all.add(first);
+    all.addAll(ruleParams(rules));
+    return all;
+  }
+
+  /** The rules as $2 to $5 of {@link #SESSION_LOST}. */
+  private static List<Object> ruleParams(Rules rules) {
     return List.of(
-        first,
         rules.sessionGrace().toMillis(),
         rules.restartGrace().toMillis(),
         rules.lossConfirm().toMillis(),

@@ -16,6 +16,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.stream.Collectors;
 
@@ -193,23 +194,29 @@ public final class TableSource implements RunSource {
       Optional<String> after,
       int limit,
       Duration activityFence) {
-    return page(client, snapshot, after, null, limit, activityFence);
+    return page(client, snapshot, new Start(after, OptionalLong.empty()), limit, activityFence);
   }
 
   @Override
   public Uni<List<ScannedRun>> pageAfterEpochCursor(
       SqlClient client, Snapshot snapshot, long epochId, int limit, Duration activityFence) {
-    return page(client, snapshot, Optional.empty(), epochId, limit, activityFence);
+    return page(
+        client,
+        snapshot,
+        new Start(Optional.empty(), OptionalLong.of(epochId)),
+        limit,
+        activityFence);
   }
 
-  /** A page after {@code after}, or after the cursor of the epoch {@code epochId} if not null. */
+  /**
+   * Where a page starts: after the run id {@code after}, or after the committed scan cursor of the
+   * epoch {@code epochId} (or at the first run when neither is given).
+   */
+  private record Start(Optional<String> after, OptionalLong epochId) {}
+
+  /** The page of active runs from {@code start}. */
   private Uni<List<ScannedRun>> page(
-      SqlClient client,
-      Snapshot snapshot,
-      Optional<String> after,
-      Long epochId,
-      int limit,
-      Duration activityFence) {
+      SqlClient client, Snapshot snapshot, Start start, int limit, Duration activityFence) {
     if (snapshot.maxRunId() == null) {
       return Uni.createFrom().item(List.of());
     }
@@ -234,21 +241,23 @@ public final class TableSource implements RunSource {
                         params.add(snapshot.takenAt());
                         sql.append(" AND ").append(created).append(" <= $").append(params.size());
                       });
-              after.ifPresent(
-                  cursor -> {
-                    params.add(cursor);
-                    sql.append(" AND ")
-                        .append(id)
-                        .append(" > ($")
-                        .append(params.size())
-                        .append("::text)::")
-                        .append(c.idType());
-                  });
-              if (epochId != null) {
+              start
+                  .after()
+                  .ifPresent(
+                      cursor -> {
+                        params.add(cursor);
+                        sql.append(" AND ")
+                            .append(id)
+                            .append(" > ($")
+                            .append(params.size())
+                            .append("::text)::")
+                            .append(c.idType());
+                      });
+              if (start.epochId().isPresent()) {
                 // Read by this statement (a new snapshot: it sees the cursor the last holder of
                 // the epoch's lock committed), once, as an init plan; the index range scan starts
                 // there.
-                params.add(epochId);
+                params.add(start.epochId().getAsLong());
                 sql.append(" AND ")
                     .append(id)
                     .append(" > ((SELECT e.scan_cursor FROM rollcall.epochs e WHERE e.id = $")

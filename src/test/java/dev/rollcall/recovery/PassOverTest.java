@@ -28,9 +28,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The claims of a deploy whose pass this service replica has read closed are answered "done" from
- * one read, without a claim's transactions (ClaimService#passOver), and only when the first look
- * would have answered the same: the instance live, no takeover, sweep or manual pass open, the
- * pass's row kept.
+ * one read, without a claim's transactions (PassOver#answer), and only when the first look would
+ * have answered the same: the instance live, no takeover, sweep or manual pass open, the pass's row
+ * kept.
  */
 @ServiceTest
 class PassOverTest extends ApiTestBase {

@@ -1,0 +1,86 @@
+package dev.rollcall.recovery;
+
+import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.recovery.Verdict.Disposition;
+import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.SqlClient;
+import jakarta.enterprise.context.ApplicationScoped;
+import java.util.List;
+
+/**
+ * A claim's stage on an epoch whose scan is done, holding its lock: re-check the deferred runs that
+ * are due and hand out those whose proof is gone; with none due, the epoch's close ({@link
+ * Closing}).
+ */
+@ApplicationScoped
+class DeferredRechecks {
+
+  private final Deferrals deferrals;
+  private final Classifier classifier;
+  private final Batches batches;
+  private final Verdicts verdicts;
+  private final Closing closing;
+  private final RollcallConfig config;
+
+  DeferredRechecks(
+      Deferrals deferrals,
+      Classifier classifier,
+      Batches batches,
+      Verdicts verdicts,
+      Closing closing,
+      RollcallConfig config) {
+    this.deferrals = deferrals;
+    this.classifier = classifier;
+    this.batches = batches;
+    this.verdicts = verdicts;
+    this.closing = closing;
+    this.config = config;
+  }
+
+  /**
+   * The scan is finished: deferred runs whose re-check is due are skipped for good (still owned,
+   * still active, finished) or handed out; when none is due, close the epoch or report when to look
+   * again.
+   */
+  Uni<Step> recheck(SqlClient conn, ClaimContext claim, Epoch epoch) {
+    long fenceMs = config.effectiveActivityFence().toMillis();
+    return deferrals
+        .due(conn, epoch.id(), fenceMs, claim.maxRuns())
+        .chain(
+            due -> {
+              if (due.isEmpty()) {
+                return closing.closeOrWait(conn, epoch).map(Step::done);
+              }
+              return claim
+                  .fromSource(
+                      classifier
+                          .recheck(conn, claim.source(), epoch, due)
+                          .call(found -> verdicts.mendTorn(conn, claim.source(), epoch, found)))
+                  .chain(
+                      found ->
+                          deferrals
+                              .resolve(conn, epoch, due)
+                              .chain(() -> verdicts.record(conn, epoch, found))
+                              .chain(
+                                  () ->
+                                      handOut(
+                                          conn,
+                                          claim,
+                                          epoch,
+                                          Verdicts.of(found, Disposition.HAND_OUT))));
+            });
+  }
+
+  /**
+   * Holding the epoch lock: leases re-checked runs to the caller as a new batch; with none, the
+   * next step is on the same epoch.
+   */
+  private Uni<Step> handOut(SqlClient conn, ClaimContext claim, Epoch epoch, List<Verdict> runs) {
+    if (runs.isEmpty()) {
+      return Uni.createFrom().item(Step.again(epoch));
+    }
+    return batches
+        .cut(conn, epoch, Verdicts.handedOut(claim.source(), runs), claim.lease())
+        .map(batch -> Step.done(Served.batch(batch)));
+  }
+}
