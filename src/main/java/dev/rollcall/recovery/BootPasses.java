@@ -23,12 +23,14 @@ class BootPasses {
   private final Gate gate;
   private final InstanceGuards guards;
   private final Epochs epochs;
+  private final StrandedEpochs stranded;
 
-  BootPasses(Pool pool, Gate gate, InstanceGuards guards, Epochs epochs) {
+  BootPasses(Pool pool, Gate gate, InstanceGuards guards, Epochs epochs, StrandedEpochs stranded) {
     this.pool = pool;
     this.gate = gate;
     this.guards = guards;
     this.epochs = epochs;
+    this.stranded = stranded;
   }
 
   /**
@@ -83,7 +85,7 @@ class BootPasses {
    * check closes what this could not.
    */
   private void closeSupersededLater(String namespace, long created) {
-    gate.runAhead(() -> pool.withTransaction(conn -> epochs.closeSuperseded(conn, namespace)))
+    gate.runAhead(() -> pool.withTransaction(conn -> stranded.closeSuperseded(conn, namespace)))
         .subscribe()
         .with(
             ignored -> {},

@@ -28,12 +28,19 @@ public class Sweeper {
   private final Pool pool;
   private final RunSources sources;
   private final Epochs epochs;
+  private final StrandedEpochs stranded;
   private final RollcallConfig config;
 
-  Sweeper(Pool pool, RunSources sources, Epochs epochs, RollcallConfig config) {
+  Sweeper(
+      Pool pool,
+      RunSources sources,
+      Epochs epochs,
+      StrandedEpochs stranded,
+      RollcallConfig config) {
     this.pool = pool;
     this.sources = sources;
     this.epochs = epochs;
+    this.stranded = stranded;
     this.config = config;
   }
 
@@ -73,7 +80,7 @@ public class Sweeper {
         conn ->
             // A stranded boot pass would block the sweep: close it first, so a sweep is never
             // held back for longer than the grace.
-            epochs
+            stranded
                 .closeStranded(conn, source.namespace(), config.strandedEpochGrace().toMillis())
                 .chain(() -> source.snapshot(conn))
                 .chain(
