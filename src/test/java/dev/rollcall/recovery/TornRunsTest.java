@@ -132,12 +132,8 @@ class TornRunsTest extends ApiTestBase {
   void aRunALiveInstanceExecutesIsNotMendedByTheTakeoverOfItsOldOwner() throws Exception {
     Instance peer = bootedPeer();
     String torn = beta.tornStepCompleted();
-    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim");
-    api.heartbeat(victim, List.of(torn)).expect(200);
     // The live peer has taken the run up: its half-done write would look just the same.
-    api.heartbeat(peer, List.of(torn)).expect(200);
-    TimeTravel.leaseExpired(victim);
-    reaper.runOnce().await().indefinitely();
+    victimDiesWhileThePeerReports(peer, List.of(), List.of(torn));
 
     assertEquals(0, events(torn, "step_completed"));
     assertEquals(
@@ -156,11 +152,7 @@ class TornRunsTest extends ApiTestBase {
     // and died between the step's two writes; the peer runs a sibling step of the same run.
     String torn = beta.tornStepCompletedLockedBy(worker);
     String notOurs = beta.tornStepCompleted();
-    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(worker));
-    api.heartbeat(victim, List.of(torn, notOurs)).expect(200);
-    api.heartbeat(peer, List.of(torn, notOurs)).expect(200);
-    TimeTravel.leaseExpired(victim);
-    reaper.runOnce().await().indefinitely();
+    victimDiesWhileThePeerReports(peer, List.of(worker), List.of(torn, notOurs));
 
     assertEquals(1, events(torn, "step_completed"));
     assertEquals(
@@ -173,11 +165,7 @@ class TornRunsTest extends ApiTestBase {
     assertEquals(0, events(notOurs, "step_completed"));
     // The mended run gets the wake-up the dead process owed it after the step's event; the run
     // that was not mended stays with its live peer.
-    List<String> handedOut = new java.util.ArrayList<>();
-    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
-      handedOut.addAll(b.runIds());
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    List<String> handedOut = drain(peer);
     assertTrue(handedOut.contains(torn), "the mended run is woken: " + handedOut);
     assertFalse(handedOut.contains(notOurs), "the live peer's run is left alone: " + handedOut);
     api.leave(peer).expect(204);
@@ -190,18 +178,10 @@ class TornRunsTest extends ApiTestBase {
     // A Promise.all's step delivered as a message of its own (its start names no inline owner),
     // executed by the victim's worker, torn between the row and the event; a peer runs a sibling.
     String torn = beta.tornStepCompletedByItsMessageLockedBy(worker);
-    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(worker));
-    api.heartbeat(victim, List.of(torn)).expect(200);
-    api.heartbeat(peer, List.of(torn)).expect(200);
-    TimeTravel.leaseExpired(victim);
-    reaper.runOnce().await().indefinitely();
+    victimDiesWhileThePeerReports(peer, List.of(worker), List.of(torn));
 
     assertEquals(1, events(torn, "step_completed"));
-    List<String> handedOut = new java.util.ArrayList<>();
-    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
-      handedOut.addAll(b.runIds());
-      api.complete(peer, b, List.of()).expect(200);
-    }
+    List<String> handedOut = drain(peer);
     assertTrue(handedOut.contains(torn), "the mended run is woken: " + handedOut);
     api.leave(peer).expect(204);
   }
@@ -218,13 +198,9 @@ class TornRunsTest extends ApiTestBase {
                     + " ORDER BY id DESC LIMIT 1",
                 run)
             .get(0);
-    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(worker));
-    api.heartbeat(victim, List.of(run)).expect(200);
     // A live peer executes a sibling step: the run is live-owned, and the released step message's
     // job is still in the queue; neither wakes the interrupted step once a peer replaces that job.
-    api.heartbeat(peer, List.of(run)).expect(200);
-    TimeTravel.leaseExpired(victim);
-    reaper.runOnce().await().indefinitely();
+    victimDiesWhileThePeerReports(peer, List.of(worker), List.of(run));
 
     Batch taken = api.claimBatch(peer, 100);
     assertTrue(taken != null && taken.runIds().contains(run), "the run is re-driven");
@@ -233,6 +209,29 @@ class TornRunsTest extends ApiTestBase {
     assertEquals(owner, r.path("messageId").asText());
     api.complete(peer, taken, List.of()).expect(200);
     api.leave(peer).expect(204);
+  }
+
+  /**
+   * The victim (naming {@code workers} as its queue workers) and the live peer both report {@code
+   * runs}; then the victim's lease runs out and the reaper takes it over.
+   */
+  private void victimDiesWhileThePeerReports(
+      Instance peer, List<String> workers, List<String> runs) {
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", workers);
+    api.heartbeat(victim, runs).expect(200);
+    api.heartbeat(peer, runs).expect(200);
+    TimeTravel.leaseExpired(victim);
+    reaper.runOnce().await().indefinitely();
+  }
+
+  /** Every run the peer is handed out until nothing is left, each batch completed. */
+  private List<String> drain(Instance peer) {
+    List<String> handedOut = new java.util.ArrayList<>();
+    for (Batch b; (b = api.claimBatch(peer, 100)) != null; ) {
+      handedOut.addAll(b.runIds());
+      api.complete(peer, b, List.of()).expect(200);
+    }
+    return handedOut;
   }
 
   @Test
