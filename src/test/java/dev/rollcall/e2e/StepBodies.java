@@ -1,6 +1,7 @@
 package dev.rollcall.e2e;
 
 import dev.rollcall.e2e.EndToEndIT.Journal;
+import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -17,11 +18,11 @@ import java.util.TreeSet;
  * step; {@link #againAfterEnd} names those whose earlier run had ended (the step's result was
  * computed, and lost or ignored).
  */
-record StepBodies(Map<String, Integer> starts, Set<String> againAfterEnd) {
+record StepBodies(Map<String, List<Long>> starts, Set<String> againAfterEnd) {
 
   static StepBodies of(List<Journal> journal, Collection<String> runIds) {
     Set<String> runs = new HashSet<>(runIds);
-    Map<String, Integer> starts = new HashMap<>();
+    Map<String, List<Long>> starts = new HashMap<>();
     Set<String> ended = new HashSet<>();
     Set<String> again = new TreeSet<>();
     journal.stream()
@@ -34,7 +35,9 @@ record StepBodies(Map<String, Integer> starts, Set<String> againAfterEnd) {
               if (j.event().equals("step-end")) {
                 ended.add(step);
               } else {
-                if (starts.merge(step, 1, Integer::sum) > 1 && ended.contains(step)) {
+                List<Long> at = starts.computeIfAbsent(step, s -> new ArrayList<>());
+                at.add(j.t());
+                if (at.size() > 1 && ended.contains(step)) {
                   again.add(step);
                 }
               }
@@ -44,16 +47,26 @@ record StepBodies(Map<String, Integer> starts, Set<String> againAfterEnd) {
 
   /** How often the body of {@code stepId} ran (0 if never). */
   int of(String stepId) {
-    return starts.getOrDefault(stepId, 0);
+    return startedAt(stepId).size();
+  }
+
+  /** When the body of {@code stepId} started, each time (epoch ms, the replicas' clock). */
+  List<Long> startedAt(String stepId) {
+    return starts.getOrDefault(stepId, List.of());
+  }
+
+  /** How often the body of {@code stepId} started at or after {@code t} (epoch ms). */
+  int since(String stepId, long t) {
+    return (int) startedAt(stepId).stream().filter(at -> at >= t).count();
   }
 
   /** The most runs of one step's body. */
   int max() {
-    return starts.values().stream().mapToInt(Integer::intValue).max().orElse(0);
+    return starts.values().stream().mapToInt(List::size).max().orElse(0);
   }
 
   /** Steps whose body ran more than once. */
   int twice() {
-    return (int) starts.values().stream().filter(n -> n > 1).count();
+    return (int) starts.values().stream().filter(at -> at.size() > 1).count();
   }
 }
