@@ -1,6 +1,7 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.recovery.DecisionTable.Decision;
 import dev.rollcall.registry.Ownership;
 import dev.rollcall.source.Evidence;
 import dev.rollcall.source.RunSource;
@@ -20,6 +21,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.UUID;
+import java.util.function.BiFunction;
 import org.jboss.logging.Logger;
 
 /**
@@ -104,7 +106,7 @@ public class Classifier {
    */
   public Uni<List<Verdict>> recheck(
       SqlClient client, RunSource source, Epoch epoch, List<String> runIds) {
-    return lastLook(client, source, epoch, runIds, null);
+    return lastLook(client, source, epoch, runIds, new Rule(null, DecisionTable::recheck));
   }
 
   /**
@@ -115,12 +117,42 @@ public class Classifier {
    */
   public Uni<List<Verdict>> takeover(
       SqlClient client, RunSource source, List<String> runIds, UUID deadInstanceId) {
-    return lastLook(client, source, null, runIds, deadInstanceId);
+    return lastLook(
+        client, source, null, runIds, new Rule(deadInstanceId, DecisionTable::takeover));
   }
 
-  /** A final verdict on runs known by id: a re-check ({@code dead} null) or a takeover. */
+  /**
+   * A takeover's re-check of the runs it deferred, for a live owner or a queued job ({@link
+   * DecisionTable#takeoverRecheck}): read straight from the queue, as the takeover was.
+   */
+  public Uni<List<Verdict>> takeoverRecheck(
+      SqlClient client,
+      RunSource source,
+      List<String> runIds,
+      UUID deadInstanceId,
+      boolean jobMayStillRun) {
+    return lastLook(
+        client,
+        source,
+        null,
+        runIds,
+        new Rule(
+            deadInstanceId,
+            (terminal, s) -> DecisionTable.takeoverRecheck(terminal, s, jobMayStillRun)));
+  }
+
+  /**
+   * Which rows of the decision table a last look applies, and for whom.
+   *
+   * @param dead a takeover's instance; null for a pass's re-check
+   */
+  private record Rule(UUID dead, BiFunction<Boolean, DecisionTable.Signals, Decision> table) {}
+
+  /**
+   * A final verdict on runs known by id: a pass's re-check, a takeover or a takeover's re-check.
+   */
   private Uni<List<Verdict>> lastLook(
-      SqlClient client, RunSource source, Epoch epoch, List<String> runIds, UUID dead) {
+      SqlClient client, RunSource source, Epoch epoch, List<String> runIds, Rule rule) {
     return source
         .lookup(client, runIds, config.effectiveActivityFence())
         .chain(
@@ -136,11 +168,9 @@ public class Classifier {
                             boolean terminal = run == null || !source.isActive(run);
                             DecisionTable.Signals signals =
                                 terminal ? null : facts.signals(source, run, ev);
-                            DecisionTable.Decision decision =
-                                dead != null
-                                    ? DecisionTable.takeover(terminal, signals)
-                                    : DecisionTable.recheck(terminal, signals);
-                            verdicts.add(decision.verdict(id, name, dead, ev.strandedOwner()));
+                            Decision decision = rule.table().apply(terminal, signals);
+                            verdicts.add(
+                                decision.verdict(id, name, rule.dead(), ev.strandedOwner()));
                           }
                           return verdicts;
                         }));

@@ -94,9 +94,17 @@ final class DecisionTable {
   /**
    * A dead instance's in-flight run: {@code owner-dead} unless it finished, a live peer owns it, a
    * queued job will wake it or it parked on a hook. Recent activity is no proof here: it is the
-   * dead owner's own.
+   * dead owner's own. A queued job (typically the dead owner's own message, its lock just released)
+   * defers the run rather than settling it: the job may never run as that message (a peer that
+   * queues the same job key while the dead worker still holds the lock leaves the old job with no
+   * attempts left), and the takeover's re-check looks again ({@link #takeoverRecheck}).
    */
   static Decision takeover(boolean terminal, Signals s) {
+    return takeover(terminal, s, Disposition.DEFER);
+  }
+
+  /** {@link #takeover}, a run with a queued job given {@code queued}. */
+  private static Decision takeover(boolean terminal, Signals s, Disposition queued) {
     if (terminal) {
       return skip(Reason.TERMINAL);
     }
@@ -107,12 +115,24 @@ final class DecisionTable {
       return new Decision(Disposition.HAND_OUT, Reason.OWNER_DEAD, true);
     }
     if (s.liveQueuedJob()) {
-      return skip(Reason.HAS_QUEUED_JOB);
+      return new Decision(queued, Reason.HAS_QUEUED_JOB, false);
     }
     if (s.parked()) {
       return skip(Reason.PARKED_ON_HOOK);
     }
     return handOut(Reason.OWNER_DEAD);
+  }
+
+  /**
+   * A takeover's re-check of a run it deferred: deferred again while a live instance reports it, or
+   * while a queued job may still wake it ({@code jobMayStillRun}: the re-check window is not over);
+   * else settled as the takeover settles a run, a queued job then skipping it for good.
+   */
+  static Decision takeoverRecheck(boolean terminal, Signals s, boolean jobMayStillRun) {
+    if (!terminal && s.owned()) {
+      return new Decision(Disposition.DEFER, Reason.OWNED_BY_LIVE_INSTANCE, false);
+    }
+    return takeover(terminal, s, jobMayStillRun ? Disposition.DEFER : Disposition.SKIP);
   }
 
   /**

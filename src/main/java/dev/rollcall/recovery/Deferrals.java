@@ -4,13 +4,19 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.time.Duration;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.StreamSupport;
 
 /**
- * Runs an epoch deferred. A run deferred because a live instance owned it may be re-checked at
- * once; one deferred for recent activity only after the activity fence has passed, so that a peer
- * that just started it has had a heartbeat to report it.
+ * Runs an epoch deferred. In a pass, a run deferred because a live instance owned it may be
+ * re-checked at once; one deferred for recent activity only after the activity fence has passed, so
+ * that a peer that just started it has had a heartbeat to report it. A takeover's run deferred for
+ * a live owner is re-checked a heartbeat interval after its deferral (the owner's next report), and
+ * deferred again while the owner still reports it ({@link #again}); one deferred for a queued job a
+ * heartbeat interval after its deferral too.
  */
 @ApplicationScoped
 public class Deferrals {
@@ -28,33 +34,108 @@ public class Deferrals {
     }
     return client
         .preparedQuery(
-            "INSERT INTO rollcall.deferred (epoch_id, run_id, workflow_name, reason)"
-                + " SELECT $1, u.run_id, u.workflow_name, u.reason"
-                + " FROM unnest($2::text[], $3::text[], $4::text[])"
-                + " AS u(run_id, workflow_name, reason) ON CONFLICT DO NOTHING")
+            "INSERT INTO rollcall.deferred"
+                + " (epoch_id, run_id, workflow_name, reason, owner_message_id)"
+                + " SELECT $1, u.run_id, u.workflow_name, u.reason, u.owner_message_id"
+                + " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])"
+                + " AS u(run_id, workflow_name, reason, owner_message_id) ON CONFLICT DO NOTHING")
         .execute(
             Tuple.of(
                 epoch.id(),
                 deferred.stream().map(Verdict::runId).toArray(String[]::new),
                 deferred.stream().map(Verdict::workflowName).toArray(String[]::new),
-                deferred.stream().map(v -> v.reason().wire()).toArray(String[]::new)))
+                deferred.stream().map(v -> v.reason().wire()).toArray(String[]::new),
+                deferred.stream().map(Verdict::messageId).toArray(String[]::new)))
         .chain(() -> ledger.record(client, epoch, deferred, "deferred", null));
   }
 
-  /** Deferred runs whose re-check is due, at most {@code limit}. */
-  public Uni<List<String>> due(SqlClient client, long epochId, long activityFenceMs, int limit) {
+  /**
+   * How long after its deferral a run deferred for a live owner is re-checked: in a takeover a
+   * heartbeat interval (the owner's next report says whether it still executes the run), in a pass
+   * at once (still owned then, it is skipped for good).
+   */
+  static long ownedRecheckAfterMs(Epoch epoch, Duration heartbeatInterval) {
+    return epoch.kind() == EpochKind.TAKEOVER ? heartbeatInterval.toMillis() : 0;
+  }
+
+  /**
+   * How long after its deferral any other deferred run is re-checked: in a takeover (a run with a
+   * queued job) a heartbeat interval, time for a live worker to pick the job up; in a pass the
+   * activity fence, so that a peer that just started the run has had a heartbeat to report it.
+   */
+  static long othersRecheckAfterMs(Epoch epoch, Duration heartbeatInterval, Duration fence) {
+    return (epoch.kind() == EpochKind.TAKEOVER ? heartbeatInterval : fence).toMillis();
+  }
+
+  /**
+   * Whether a takeover still waits for a queued job to wake a run it deferred: for twice the lease
+   * TTL after it opened. A released job runs within a worker's poll interval; one that keeps
+   * failing is retried after about 3 s, then 7 s, and has no attempt left after that (the engine's
+   * jobs have three). Past the window a queued job is a wake path the run waits for (a sleep's).
+   */
+  static boolean jobMayStillRun(Epoch epoch, Duration leaseTtl) {
+    return epoch.ageMs() < 2 * leaseTtl.toMillis();
+  }
+
+  /**
+   * Deferred runs whose re-check is due, at most {@code limit}: those deferred for a live owner
+   * {@code ownedAfterMs} after their deferral, the others {@code othersAfterMs} after it.
+   */
+  public Uni<List<String>> due(
+      SqlClient client, long epochId, long othersAfterMs, long ownedAfterMs, int limit) {
     return client
         .preparedQuery(
             "SELECT run_id FROM rollcall.deferred WHERE epoch_id = $1"
-                + " AND (reason = 'owned-by-live-instance'"
-                + "   OR deferred_at <= now() - $2::bigint * interval '1 millisecond')"
+                + " AND deferred_at <= now() - CASE WHEN reason = 'owned-by-live-instance'"
+                + "   THEN $4::bigint ELSE $2::bigint END * interval '1 millisecond'"
                 + " ORDER BY run_id LIMIT $3")
-        .execute(Tuple.of(epochId, activityFenceMs, limit))
+        .execute(Tuple.of(epochId, othersAfterMs, limit, ownedAfterMs))
         .map(
             rows ->
                 StreamSupport.stream(rows.spliterator(), false)
                     .map(r -> r.getString("run_id"))
                     .toList());
+  }
+
+  /**
+   * The owner messages the deferrals of {@code runIds} carry (a takeover's re-drive of a step a
+   * dead step message owned inline), by run; runs without one are absent.
+   */
+  public Uni<Map<String, String>> ownerMessages(
+      SqlClient client, long epochId, List<String> runIds) {
+    return client
+        .preparedQuery(
+            "SELECT run_id, owner_message_id FROM rollcall.deferred WHERE epoch_id = $1"
+                + " AND run_id = ANY($2::text[]) AND owner_message_id IS NOT NULL")
+        .execute(Tuple.of(epochId, runIds.toArray(String[]::new)))
+        .map(
+            rows -> {
+              Map<String, String> out = new HashMap<>();
+              rows.forEach(r -> out.put(r.getString("run_id"), r.getString("owner_message_id")));
+              return out;
+            });
+  }
+
+  /**
+   * The re-check deferred these runs again (a live instance still reports the run, or a queued job
+   * may still wake it): they stay deferred, for the reason found now, due again a re-check interval
+   * from now (the transaction's now: not due again in this claim).
+   */
+  public Uni<Void> again(SqlClient client, long epochId, List<Verdict> deferred) {
+    if (deferred.isEmpty()) {
+      return Uni.createFrom().voidItem();
+    }
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.deferred d SET deferred_at = now(), reason = u.reason"
+                + " FROM unnest($2::text[], $3::text[]) AS u(run_id, reason)"
+                + " WHERE d.epoch_id = $1 AND d.run_id = u.run_id")
+        .execute(
+            Tuple.of(
+                epochId,
+                deferred.stream().map(Verdict::runId).toArray(String[]::new),
+                deferred.stream().map(v -> v.reason().wire()).toArray(String[]::new)))
+        .replaceWithVoid();
   }
 
   /** The re-check happened: the runs leave the deferred set and their deferral is resolved. */

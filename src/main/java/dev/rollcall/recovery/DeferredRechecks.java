@@ -10,7 +10,9 @@ import java.util.List;
 /**
  * A claim's stage on an epoch whose scan is done, holding its lock: re-check the deferred runs that
  * are due and hand out those whose proof is gone; with none due, the epoch's close ({@link
- * Closing}).
+ * Closing}). A pass skips for good a run still owned or active at its re-check; a takeover defers
+ * one a live instance still reports again, and re-drives it once none does ({@link
+ * TakeoverRechecks}).
  */
 @ApplicationScoped
 class DeferredRechecks {
@@ -20,6 +22,7 @@ class DeferredRechecks {
   private final Batches batches;
   private final Verdicts verdicts;
   private final Closing closing;
+  private final TakeoverRechecks takeovers;
   private final RollcallConfig config;
 
   DeferredRechecks(
@@ -28,12 +31,14 @@ class DeferredRechecks {
       Batches batches,
       Verdicts verdicts,
       Closing closing,
+      TakeoverRechecks takeovers,
       RollcallConfig config) {
     this.deferrals = deferrals;
     this.classifier = classifier;
     this.batches = batches;
     this.verdicts = verdicts;
     this.closing = closing;
+    this.takeovers = takeovers;
     this.config = config;
   }
 
@@ -43,13 +48,21 @@ class DeferredRechecks {
    * again.
    */
   Uni<Step> recheck(SqlClient conn, ClaimContext claim, Epoch epoch) {
-    long fenceMs = config.effectiveActivityFence().toMillis();
     return deferrals
-        .due(conn, epoch.id(), fenceMs, claim.maxRuns())
+        .due(
+            conn,
+            epoch.id(),
+            Deferrals.othersRecheckAfterMs(
+                epoch, config.heartbeatInterval(), config.effectiveActivityFence()),
+            Deferrals.ownedRecheckAfterMs(epoch, config.heartbeatInterval()),
+            claim.maxRuns())
         .chain(
             due -> {
               if (due.isEmpty()) {
                 return closing.closeOrWait(conn, epoch).map(Step::done);
+              }
+              if (epoch.kind() == EpochKind.TAKEOVER) {
+                return takeoverRecheck(conn, claim, epoch, due);
               }
               return claim
                   .fromSource(
@@ -69,6 +82,14 @@ class DeferredRechecks {
                                           epoch,
                                           Verdicts.of(found, Disposition.HAND_OUT))));
             });
+  }
+
+  /** A takeover's due deferred runs, settled ({@link TakeoverRechecks#settle}). */
+  private Uni<Step> takeoverRecheck(
+      SqlClient conn, ClaimContext claim, Epoch epoch, List<String> due) {
+    return claim
+        .fromSource(takeovers.settle(conn, claim.source(), epoch, due))
+        .chain(runs -> handOut(conn, claim, epoch, runs));
   }
 
   /**

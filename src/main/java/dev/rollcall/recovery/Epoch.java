@@ -3,8 +3,13 @@ package dev.rollcall.recovery;
 import dev.rollcall.source.Snapshot;
 import io.vertx.mutiny.sqlclient.Row;
 import java.util.Optional;
+import java.util.UUID;
 
-/** One recovery pass as read from its row. */
+/**
+ * One recovery pass as read from its row.
+ *
+ * @param subject a takeover's instance (dead or gone); empty for every other kind
+ */
 public record Epoch(
     long id,
     String namespace,
@@ -14,22 +19,34 @@ public record Epoch(
     Optional<String> cursor,
     boolean scanDone,
     long runsScanned,
-    long ageMs) {
+    long ageMs,
+    Optional<UUID> subject) {
 
   /** The columns {@link #from(Row)} reads; the age is by the database's clock. */
   static final String COLUMNS =
       "id, namespace, kind, state, snapshot_max_id, snapshot_at, scan_cursor, scan_done,"
-          + " runs_scanned, (extract(epoch FROM now() - created_at) * 1000)::bigint AS age_ms";
+          + " runs_scanned, (extract(epoch FROM now() - created_at) * 1000)::bigint AS age_ms,"
+          + " subject_instance_id";
 
   /** This epoch with its scan moved on (as {@code Epochs.advance} records it). */
   Epoch advancedTo(Optional<String> newCursor, boolean done, int scanned) {
     return new Epoch(
-        id, namespace, kind, open, snapshot, newCursor, done, runsScanned + scanned, ageMs);
+        id,
+        namespace,
+        kind,
+        open,
+        snapshot,
+        newCursor,
+        done,
+        runsScanned + scanned,
+        ageMs,
+        subject);
   }
 
   /** This epoch as if it were closed: nothing of it is served. */
   Epoch closedView() {
-    return new Epoch(id, namespace, kind, false, snapshot, cursor, scanDone, runsScanned, ageMs);
+    return new Epoch(
+        id, namespace, kind, false, snapshot, cursor, scanDone, runsScanned, ageMs, subject);
   }
 
   static Epoch from(Row row) {
@@ -42,6 +59,7 @@ public record Epoch(
         Optional.ofNullable(row.getString("scan_cursor")),
         row.getBoolean("scan_done"),
         row.getLong("runs_scanned"),
-        row.getLong("age_ms"));
+        row.getLong("age_ms"),
+        Optional.ofNullable(row.getUUID("subject_instance_id")));
   }
 }

@@ -197,7 +197,13 @@ class FirstLook {
   private Uni<Optional<Served>> stillLeased(SqlClient conn, Epoch epoch) {
     long fenceMs = config.effectiveActivityFence().toMillis();
     return deferrals
-        .due(conn, epoch.id(), fenceMs, 1)
+        .due(
+            conn,
+            epoch.id(),
+            Deferrals.othersRecheckAfterMs(
+                epoch, config.heartbeatInterval(), config.effectiveActivityFence()),
+            Deferrals.ownedRecheckAfterMs(epoch, config.heartbeatInterval()),
+            1)
         .chain(
             due ->
                 !due.isEmpty()

@@ -41,6 +41,7 @@ public class Takeovers {
   private final Ownership ownership;
   private final Classifier classifier;
   private final TornRuns tornRuns;
+  private final Deferrals deferrals;
   private final Ledger ledger;
   private final RollcallConfig config;
   private final MeterRegistry meters;
@@ -53,6 +54,7 @@ public class Takeovers {
       Ownership ownership,
       Classifier classifier,
       TornRuns tornRuns,
+      Deferrals deferrals,
       Ledger ledger,
       RollcallConfig config,
       MeterRegistry meters,
@@ -64,6 +66,7 @@ public class Takeovers {
     this.ownership = ownership;
     this.classifier = classifier;
     this.tornRuns = tornRuns;
+    this.deferrals = deferrals;
     this.ledger = ledger;
     this.config = config;
     this.meters = meters;
@@ -77,8 +80,13 @@ public class Takeovers {
   public record Subject(
       UUID instanceId, String namespace, List<String> workerIds, OffsetDateTime leaseExpiredAt) {}
 
-  /** What a takeover did. */
-  public record Opened(long epochId, int runs, int batches, int skipped, int locksReleased) {}
+  /**
+   * What a takeover did.
+   *
+   * @param deferred runs left for a re-check once no live instance reports them
+   */
+  public record Opened(
+      long epochId, int runs, int batches, int skipped, int deferred, int locksReleased) {}
 
   /**
    * Opens the subject's takeover epoch, unless another service replica already did (then empty).
@@ -159,10 +167,7 @@ public class Takeovers {
                                             source.get(), epoch.id(), subject.instanceId()),
                                         verdicts,
                                         locks)
-                                    .map(
-                                        mends ->
-                                            TornRuns.wakeMended(
-                                                verdicts, mends, subject.instanceId())))
+                                    .map(mends -> TornRuns.wakeMended(verdicts, mends)))
                     .chain(
                         verdicts ->
                             source.isEmpty()
@@ -181,8 +186,8 @@ public class Takeovers {
                         () ->
                             LOG.infof(
                                 "epoch %d opened: takeover of %s instance %s in namespace %s"
-                                    + " (%d runs in %d batches, %d skipped, %d queue locks"
-                                    + " released)",
+                                    + " (%d runs in %d batches, %d skipped, %d deferred, %d"
+                                    + " queue locks released)",
                                 epoch.id(),
                                 subject.leaseExpiredAt() == null ? "departed" : "dead",
                                 subject.instanceId(),
@@ -190,6 +195,7 @@ public class Takeovers {
                                 opened.runs(),
                                 opened.batches(),
                                 opened.skipped(),
+                                opened.deferred(),
                                 opened.locksReleased()))
                     .replaceWith(opened));
   }
@@ -212,6 +218,10 @@ public class Takeovers {
       int locksReleased) {
     List<Verdict> skipped =
         verdicts.stream().filter(v -> v.disposition() == Disposition.SKIP).toList();
+    // Runs a live instance reports that the dead one owed a re-drive (TornRuns): the epoch stays
+    // open for their re-check (DeferredRechecks), a heartbeat interval from now.
+    List<Verdict> deferred =
+        verdicts.stream().filter(v -> v.disposition() == Disposition.DEFER).toList();
     List<HandedOutRun> runs =
         verdicts.stream()
             .filter(v -> v.disposition() == Disposition.HAND_OUT)
@@ -227,8 +237,12 @@ public class Takeovers {
             .toList();
     return ledger
         .record(conn, epoch, skipped, "skipped", null)
+        .chain(() -> deferrals.defer(conn, epoch, deferred))
         .chain(() -> batches.ready(conn, epoch, runs, config.batch().defaultSize()))
-        .map(n -> new Opened(epoch.id(), runs.size(), n, skipped.size(), locksReleased));
+        .map(
+            n ->
+                new Opened(
+                    epoch.id(), runs.size(), n, skipped.size(), deferred.size(), locksReleased));
   }
 
   /**

@@ -99,45 +99,54 @@ public class TornRuns {
 
   /**
    * The verdicts once a takeover has mended: a run a live instance reports, in which the dead
-   * instance's step was mended, is handed out as {@code owner-dead} after all. Writing the step's
-   * terminal event finishes only half of what the dead process owed the run: its next write was the
-   * wake-up of the workflow (the runtime enqueues the run's workflow message after every terminal
-   * step event), and nothing else sends it when the live peer's deliveries have ended and the dead
-   * owner's message will not come back. A duplicate wake-up replays the log as a sibling step's
-   * completion does; a missing one leaves the run to the next sweep.
+   * instance's step was mended, is deferred (its re-drive waits until no live instance reports it).
+   * Writing the step's terminal event finishes only half of what the dead process owed the run: its
+   * next write was the wake-up of the workflow (the runtime enqueues the run's workflow message
+   * after every terminal step event), and nothing else sends it when the live peer's deliveries
+   * have ended and the dead owner's message will not come back. The live peer may still be
+   * replaying the run, though, and two replays at once are what recovery must never cause: the
+   * takeover re-checks the run once the peer's next report is in ({@link Deferrals}), and hands it
+   * out as {@code owner-dead} then, unless a queued job will wake it or it finished.
    */
-  static List<Verdict> wakeMended(List<Verdict> verdicts, List<Mend> mends, UUID deadInstance) {
+  static List<Verdict> wakeMended(List<Verdict> verdicts, List<Mend> mends) {
     Set<String> mended = new HashSet<>();
     mends.forEach(m -> mended.add(m.runId()));
     List<Verdict> out = new ArrayList<>(verdicts.size());
     for (Verdict v : verdicts) {
       out.add(
           v.reason() == Reason.OWNED_BY_LIVE_INSTANCE && mended.contains(v.runId())
-              ? Verdict.handOut(v.runId(), v.workflowName(), Reason.OWNER_DEAD, deadInstance)
+              ? Verdict.defer(v.runId(), v.workflowName(), Reason.OWNED_BY_LIVE_INSTANCE)
               : v);
     }
     return out;
   }
 
   /**
-   * The verdicts once the runs whose interrupted step a dead step message owned inline ({@code
-   * owners}: run id to that message) are known: each is handed out as {@code owner-dead}, re-driven
-   * with exactly that message id, whatever a live instance reports or the queue holds. The engine
-   * re-runs such a step only when its owner message is delivered, and a step message's job is keyed
-   * by its step: once its lock is released, a peer that queues that step again replaces the job,
-   * and the owner's message is gone from the queue (then only a backstop at the end of the 860 s
-   * inline-ownership lease would wake the run). Finished runs are left alone.
+   * The verdicts once the runs whose interrupted step a dead step message owned inline are known
+   * ({@code owners}: run id to that message): each is re-driven as {@code owner-dead} with exactly
+   * that message id, whatever the queue holds; one a live instance reports is deferred with it, and
+   * re-driven so once no live instance reports it. The engine re-runs such a step only when its
+   * owner message is delivered, and a step message's job is keyed by its step: once its lock is
+   * released, a peer that queues that step again replaces the job, and the owner's message is gone
+   * from the queue (then only a backstop at the end of the 860 s inline-ownership lease would wake
+   * the run). Finished runs are left alone.
    */
   static List<Verdict> redriveOwners(
       List<Verdict> verdicts, Map<String, String> owners, UUID deadInstance) {
     List<Verdict> out = new ArrayList<>(verdicts.size());
     for (Verdict v : verdicts) {
       String owner = owners.get(v.runId());
-      out.add(
-          owner == null || v.reason() == Reason.TERMINAL
-              ? v
-              : Verdict.handOut(v.runId(), v.workflowName(), Reason.OWNER_DEAD, deadInstance)
-                  .withMessageId(owner));
+      if (owner == null || v.reason() == Reason.TERMINAL) {
+        out.add(v);
+      } else if (v.reason() == Reason.OWNED_BY_LIVE_INSTANCE) {
+        out.add(
+            Verdict.defer(v.runId(), v.workflowName(), Reason.OWNED_BY_LIVE_INSTANCE)
+                .withMessageId(owner));
+      } else {
+        out.add(
+            Verdict.handOut(v.runId(), v.workflowName(), Reason.OWNER_DEAD, deadInstance)
+                .withMessageId(owner));
+      }
     }
     return out;
   }
@@ -163,6 +172,34 @@ public class TornRuns {
     return source
         .interruptedStepOwners(conn, verdicts.stream().map(Verdict::runId).toList(), owners)
         .map(found -> redriveOwners(verdicts, found, deadInstance));
+  }
+
+  /**
+   * A takeover's re-check of runs it deferred with an owner message ({@code deferred}: run id to
+   * that message): {@link #redriveOwners} for those whose interrupted step that message still owns.
+   */
+  public Uni<List<Verdict>> redriveDeferredOwners(
+      SqlClient conn,
+      RunSource source,
+      List<Verdict> verdicts,
+      Map<String, String> deferred,
+      UUID deadInstance) {
+    if (deferred.isEmpty()) {
+      return Uni.createFrom().item(verdicts);
+    }
+    return source
+        .interruptedStepOwners(conn, deferred.keySet(), Set.copyOf(deferred.values()))
+        .map(
+            found -> {
+              Map<String, String> still = new LinkedHashMap<>();
+              found.forEach(
+                  (run, owner) -> {
+                    if (owner.equals(deferred.get(run))) {
+                      still.put(run, owner);
+                    }
+                  });
+              return redriveOwners(verdicts, still, deadInstance);
+            });
   }
 
   /** The runs of a pass's verdicts that may be mended: those handed out. */

@@ -275,8 +275,14 @@ public final class WorldPostgresSource implements RunSource {
     // as an orphan once it is older (GraphileQueue.releaseOrphanedLocks). Without this, a peer
     // that had just picked up a run (the owner's message, released a moment ago) would see the
     // run re-driven beside it.
+    //
+    // A delayed backstop (the 5.0 runtime's wake-up at the end of a step's 860 s inline-ownership
+    // lease, keyed <stepId>:backstop:<startedAt>) is no wake path until it is due: the run would
+    // wait out the lease, the very delay recovery removes. Once due, or under a delivery, it is.
     String live =
-        "bool_or(j.attempts < j.max_attempts AND (j.locked_by IS NULL OR j.locked_by IN ("
+        "bool_or(j.attempts < j.max_attempts AND ((j.locked_by IS NULL AND (j.key IS NULL"
+            + " OR j.key NOT LIKE '%:backstop:%' OR j.run_at <= now()))"
+            + " OR j.locked_by IN ("
             + GraphileQueue.liveWorkers("$2")
             + ") OR (j.key IS NOT NULL"
             + " AND j.locked_at > now() - $4::bigint * interval '1 millisecond'))) AS live";
@@ -291,7 +297,8 @@ public final class WorldPostgresSource implements RunSource {
             + " JOIN LATERAL (SELECT w.job_id FROM rollcall.epoch_wake_jobs w"
             + "   WHERE w.epoch_id = $3 AND w.run_id = u.run_id OFFSET 0) w ON true"
             + " JOIN LATERAL (SELECT j.attempts, j.max_attempts, j.locked_by, j.locked_at,"
-            + "   j.key FROM graphile_worker._private_jobs j WHERE j.id = w.job_id OFFSET 0) j"
+            + "   j.key, j.run_at FROM graphile_worker._private_jobs j WHERE j.id = w.job_id"
+            + "   OFFSET 0) j"
             + "   ON true"
             + " GROUP BY u.run_id"
         : "SELECT rollcall.engine_run_id(j.payload) AS run_id, "

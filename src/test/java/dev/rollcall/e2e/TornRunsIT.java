@@ -383,11 +383,13 @@ class TornRunsIT {
       }
       StepBodies steps = StepBodies.of(journal, List.of(runId));
       int bodies = steps.of(t.correlationId());
-      // What the mend decides is whether the torn step runs again after the tear: a step rolled
-      // back (a 4.x failure, whose event cannot be rebuilt from the row) runs once more, as a retry
-      // would; one rolled forward had its result known and must not run again. Runs before the
-      // tear are the engine's own (concurrent replays of a Promise.all may queue a step twice).
-      int again = steps.since(t.correlationId(), t.tornAt());
+      // What the mend decides is whether the torn step runs again after the takeover that mended
+      // it: a step rolled back (a 4.x failure, whose event cannot be rebuilt from the row) runs
+      // once more, as a retry would; one rolled forward had its result known and must not run
+      // again. Runs before are the engine's own: concurrent replays of a Promise.all may queue a
+      // step twice, and a second delivery may start it just as the first tears it.
+      long mendedAt = takeoverAt != null ? takeoverAt : t.tornAt();
+      int again = steps.since(t.correlationId(), mendedAt);
       boolean rolledBack = mended.stream().anyMatch(m -> m.contains("rolled back"));
       int expected = rolledBack ? 1 : 0;
       if (t.plan().ofAStep() && again != expected) {
@@ -398,11 +400,13 @@ class TornRunsIT {
                 + runId
                 + " ran "
                 + again
-                + " times after its tear, expected "
+                + " times after the takeover, expected "
                 + expected
                 + (rolledBack ? " (rolled back: once more)" : " (its result was known)")
                 + "; its body started at (ms from the tear) "
-                + steps.startedAt(t.correlationId()).stream().map(at -> at - t.tornAt()).toList());
+                + steps.startedAt(t.correlationId()).stream().map(at -> at - t.tornAt()).toList()
+                + ", the takeover at "
+                + (mendedAt - t.tornAt()));
       }
       lines.put(
           runId,
@@ -417,7 +421,9 @@ class TornRunsIT {
               takeoverAt != null && completedAt != null
                   ? " (takeover → completed " + ms(completedAt - takeoverAt) + ")"
                   : "",
-              t.plan().ofAStep() ? bodies + " time(s), " + again + " after the tear" : "– (a wait)",
+              t.plan().ofAStep()
+                  ? bodies + " time(s), " + again + " after the takeover"
+                  : "– (a wait)",
               mended.isEmpty() ? "no torn-repaired row" : mended));
     }
     StepBodies all = StepBodies.of(journal, tears.stream().map(Tear::runId).toList());
@@ -501,6 +507,7 @@ class TornRunsIT {
                 + " || '/' || j.max_attempts || ' run_at in '"
                 + " || round(extract(epoch FROM j.run_at - now()))::text || ' s'"
                 + " || coalesce(' locked by ' || j.locked_by, '')"
+                + " || coalesce(' error ' || left(j.last_error, 160), '')"
                 + " FROM graphile_worker._private_jobs j"
                 + " WHERE rollcall.engine_job_run_id(j.payload) = ? ORDER BY j.id",
             runId);

@@ -3,6 +3,7 @@ package dev.rollcall.recovery;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.rollcall.testing.Api;
@@ -128,15 +129,61 @@ class BackstopTest extends ApiTestBase {
             "SELECT coalesce(locked_by, '-') FROM graphile_worker._private_jobs WHERE key = ?",
             owner));
     assertEquals(
-        List.of("lock-released:owner-dead", "skipped:has-queued-job"),
-        Db.column(
-            "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
-                + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
-                + " WHERE e.subject_instance_id = ? AND l.run_id = ? ORDER BY l.id",
-            victim.id(),
-            run));
+        List.of("lock-released:owner-dead", "deferred:has-queued-job"), outcomes(victim, run));
     assertNull(api.claimBatch(peer, 100));
+    // Re-checked while the job may still run: deferred again; once the window is over, a job still
+    // queued is the wake path the run waits for, and the takeover closes.
+    TimeTravel.deferredAnHourAgo(run);
+    assertNull(api.claimBatch(peer, 100));
+    assertEquals(1, Db.number("SELECT count(*) FROM rollcall.deferred WHERE run_id = ?", run));
+    Db.update(
+        "UPDATE rollcall.epochs SET created_at = created_at - interval '1 hour'"
+            + " WHERE subject_instance_id = ?",
+        victim.id());
+    TimeTravel.deferredAnHourAgo(run);
+    assertNull(api.claimBatch(peer, 100));
+    assertEquals(
+        List.of("lock-released:owner-dead", "deferred:has-queued-job", "skipped:has-queued-job"),
+        outcomes(victim, run));
+    assertEquals(
+        List.of("closed"),
+        Db.column("SELECT state FROM rollcall.epochs WHERE subject_instance_id = ?", victim.id()));
     api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aTakeoverReDrivesARunWhoseReleasedJobWillNeverRun() {
+    String dead = "worker-" + deploy;
+    String run = runs.midStepLockedBy(dead);
+    String owner = ownerMessage(run);
+    TimeTravel.engineQuiet(run);
+    Instance peer = booted("peer");
+    Instance victim = diedExecuting(run, owner);
+    assertNull(api.claimBatch(peer, 100), "its own message, released, is trusted first");
+
+    // A peer queued the same job key while the dead worker still held the lock: graphile-worker
+    // left the old job with no attempts (and no key), and the new one ran and is gone. Nothing
+    // wakes the run any more.
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET attempts = max_attempts, key = NULL"
+            + " WHERE key = ?",
+        owner);
+    TimeTravel.deferredAnHourAgo(run);
+    Batch taken = api.claimBatch(peer, 100);
+
+    assertTrue(taken != null && taken.runIds().contains(run), "re-driven at the re-check");
+    assertEquals("owner-dead", byRun(taken).get(run).get("reason").asText());
+    api.complete(peer, taken, List.of()).expect(200);
+    api.leave(peer).expect(204);
+  }
+
+  private static List<String> outcomes(Instance victim, String run) {
+    return Db.column(
+        "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
+            + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
+            + " WHERE e.subject_instance_id = ? AND l.run_id = ? ORDER BY l.id",
+        victim.id(),
+        run);
   }
 
   @Test
@@ -158,7 +205,7 @@ class BackstopTest extends ApiTestBase {
 
     assertNull(api.claimBatch(peer, 100), "no second delivery beside the peer's");
     assertEquals(
-        List.of("skipped:has-queued-job"),
+        List.of("deferred:has-queued-job"),
         Db.column(
             "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
                 + " JOIN rollcall.epochs e ON e.id = l.epoch_id"

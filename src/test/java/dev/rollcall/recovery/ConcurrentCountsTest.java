@@ -49,7 +49,8 @@ class ConcurrentCountsTest extends ApiTestBase {
             Optional.empty(),
             false,
             0,
-            0);
+            0,
+            Optional.empty());
     long before = skipped(epoch.id());
     long terminalBefore = terminalSkips(epoch.id());
 

@@ -230,8 +230,9 @@ class DecisionTableTest {
     assertEquals(
         skip(Reason.OWNED_BY_LIVE_INSTANCE),
         kind(DecisionTable.takeover(false, signals(Set.of("owned", "stranded")))));
+    // A queued job (the dead owner's own message, released) is trusted, and looked at again.
     assertEquals(
-        skip(Reason.HAS_QUEUED_JOB),
+        new Decision(Disposition.DEFER, Reason.HAS_QUEUED_JOB, false),
         kind(DecisionTable.takeover(false, signals(Set.of("liveQueuedJob", "parkedOnHook")))));
     assertEquals(
         skip(Reason.PARKED_ON_HOOK),
@@ -258,6 +259,33 @@ class DecisionTableTest {
     assertEquals(Reason.OWNER_DEAD, stranded.reason());
     assertEquals("msg_owner", stranded.messageId());
     assertEquals(dead, stranded.deadInstanceId());
+  }
+
+  @Test
+  void aTakeoversRecheckDefersAgainWhileALiveInstanceReportsTheRunElseSettlesAsTheTakeover() {
+    UUID dead = UUID.randomUUID();
+    assertEquals(
+        new Decision(Disposition.DEFER, Reason.OWNED_BY_LIVE_INSTANCE, false),
+        kind(DecisionTable.takeoverRecheck(false, signals(Set.of("owned", "stranded")), false)));
+    assertEquals(skip(Reason.TERMINAL), kind(DecisionTable.takeoverRecheck(true, null, true)));
+    // A queued job: waited for within the re-check window, after it the run's wake path.
+    assertEquals(
+        new Decision(Disposition.DEFER, Reason.HAS_QUEUED_JOB, false),
+        kind(DecisionTable.takeoverRecheck(false, signals(Set.of("liveQueuedJob")), true)));
+    assertEquals(
+        skip(Reason.HAS_QUEUED_JOB),
+        kind(DecisionTable.takeoverRecheck(false, signals(Set.of("liveQueuedJob")), false)));
+    for (String order : ORDER) {
+      Set<String> facts = PROOF.get(order);
+      if (facts.contains("owned")) {
+        continue;
+      }
+      Signals s = signals(facts);
+      assertEquals(
+          DecisionTable.takeover(false, s).verdict("r", "w", dead, "msg"),
+          DecisionTable.takeoverRecheck(false, s, true).verdict("r", "w", dead, "msg"),
+          "row " + order);
+    }
   }
 
   @Test

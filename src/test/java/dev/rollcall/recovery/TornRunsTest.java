@@ -46,6 +46,7 @@ import org.junit.jupiter.api.Test;
 class TornRunsTest extends ApiTestBase {
 
   @Inject Reaper reaper;
+  @Inject TakeoverRechecks rechecks;
   @Inject MeterRegistry meters;
   @Inject RunSources sources;
   @Inject Pool pool;
@@ -163,11 +164,20 @@ class TornRunsTest extends ApiTestBase {
     // A torn step of a live-owned run that no message of the victim owned is left alone: a live
     // process may be writing it.
     assertEquals(0, events(notOurs, "step_completed"));
-    // The mended run gets the wake-up the dead process owed it after the step's event; the run
-    // that was not mended stays with its live peer.
-    List<String> handedOut = drain(peer);
-    assertTrue(handedOut.contains(torn), "the mended run is woken: " + handedOut);
-    assertFalse(handedOut.contains(notOurs), "the live peer's run is left alone: " + handedOut);
+    // Neither run is re-driven while the live peer reports it: it may be replaying it right now.
+    TimeTravel.deferredAnHourAgo(torn);
+    assertEquals(List.of(), drain(peer));
+    assertEquals(
+        List.of("owned-by-live-instance"),
+        Db.column("SELECT reason FROM rollcall.deferred WHERE run_id = ?", torn));
+    // Once the peer no longer reports it, the re-check finds the dead instance's own message, its
+    // lock released, queued: that delivery replays the mended log, so no re-drive is added (the
+    // takeover looks again while the job may still run: BackstopTest).
+    peerLetsGo(peer, torn);
+    assertEquals(List.of(), drain(peer));
+    assertEquals(
+        List.of("has-queued-job"),
+        Db.column("SELECT reason FROM rollcall.deferred WHERE run_id = ?", torn));
     api.leave(peer).expect(204);
   }
 
@@ -181,8 +191,25 @@ class TornRunsTest extends ApiTestBase {
     victimDiesWhileThePeerReports(peer, List.of(worker), List.of(torn));
 
     assertEquals(1, events(torn, "step_completed"));
-    List<String> handedOut = drain(peer);
-    assertTrue(handedOut.contains(torn), "the mended run is woken: " + handedOut);
+    TimeTravel.deferredAnHourAgo(torn);
+    assertEquals(List.of(), drain(peer), "not while the live peer reports it");
+    // No job of the run can wake it soon (its message ran out of attempts; only the engine's
+    // backstop is left, due at the end of the 860 s inline-ownership lease): the wake-up the dead
+    // process owed the run after the step's event is sent by the re-drive, once the peer lets go.
+    BackstopTest.ownerGoneBackstopArmed(torn, "none");
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET attempts = max_attempts, locked_by = NULL"
+            + " WHERE payload->>'workflowRunId' = ? AND key IS DISTINCT FROM ?",
+        torn,
+        "step_" + torn + ":backstop:1");
+    peerLetsGo(peer, torn);
+    Batch taken = api.claimBatch(peer, 100);
+    assertTrue(taken != null && taken.runIds().contains(torn), "the mended run is woken");
+    assertEquals(
+        "owner-dead",
+        BackstopTest.byRun(taken).get(torn).path("reason").asText(),
+        taken.json().toString());
+    api.complete(peer, taken, List.of()).expect(200);
     api.leave(peer).expect(204);
   }
 
@@ -202,13 +229,56 @@ class TornRunsTest extends ApiTestBase {
     // job is still in the queue; neither wakes the interrupted step once a peer replaces that job.
     victimDiesWhileThePeerReports(peer, List.of(worker), List.of(run));
 
+    TimeTravel.deferredAnHourAgo(run);
+    assertEquals(List.of(), drain(peer), "not while the live peer reports it");
+    peerLetsGo(peer, run);
     Batch taken = api.claimBatch(peer, 100);
     assertTrue(taken != null && taken.runIds().contains(run), "the run is re-driven");
     JsonNode r = BackstopTest.byRun(taken).get(run);
     assertEquals("owner-dead", r.path("reason").asText(), taken.json().toString());
     assertEquals(owner, r.path("messageId").asText());
     api.complete(peer, taken, List.of()).expect(200);
+    // The takeover is over once its deferred run is settled.
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.epochs WHERE kind = 'takeover' AND state = 'open'"
+                + " AND namespace = ?",
+            SourceTables.ENGINE));
     api.leave(peer).expect(204);
+  }
+
+  @Test
+  void theServiceReDrivesADeferredRunWhenItsRecheckIsDueWithoutWaitingForAClaim() throws Exception {
+    Instance peer = bootedPeer();
+    String worker = "worker-" + deploy;
+    String run = beta.midInlineStepOwnedByAStepMessageLockedBy(worker);
+    victimDiesWhileThePeerReports(peer, List.of(worker), List.of(run));
+
+    TimeTravel.deferredAnHourAgo(run);
+    assertEquals(0, rechecks.runOnce().await().indefinitely(), "still reported by the peer");
+    assertEquals(0, readyBatchesOf(run));
+    peerLetsGo(peer, run);
+    assertEquals(1, rechecks.runOnce().await().indefinitely());
+    // Cut ready, as a takeover's batches are: the next claim of any instance takes it.
+    assertEquals(1, readyBatchesOf(run));
+    Batch taken = api.claimBatch(peer, 100);
+    assertTrue(taken != null && taken.runIds().contains(run));
+    api.complete(peer, taken, List.of()).expect(200);
+    api.leave(peer).expect(204);
+  }
+
+  private static long readyBatchesOf(String runId) {
+    return Db.number(
+        "SELECT count(*) FROM rollcall.batch_runs r JOIN rollcall.batches b ON b.id = r.batch_id"
+            + " WHERE r.run_id = ? AND b.state = 'ready'",
+        runId);
+  }
+
+  /** The live peer's next report no longer has {@code runId}, and its re-check is due. */
+  private void peerLetsGo(Instance peer, String runId) {
+    api.heartbeat(peer, List.of()).expect(200);
+    TimeTravel.deferredAnHourAgo(runId);
   }
 
   /**

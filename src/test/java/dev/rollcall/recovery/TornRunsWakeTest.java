@@ -9,31 +9,32 @@ import java.util.UUID;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
-/** After a takeover's mends: which verdicts change (only live-owned runs that were mended). */
+/**
+ * After a takeover's mends: which verdicts change (live-owned runs the dead instance owed a
+ * re-drive are deferred, the others re-driven at once).
+ */
 @Tag("unit")
 class TornRunsWakeTest {
 
   private static final UUID DEAD = UUID.randomUUID();
 
   @Test
-  void aLiveOwnedRunWhoseDeadOwnersStepWasMendedIsWokenAsOwnerDead() {
+  void aLiveOwnedRunWhoseDeadOwnersStepWasMendedIsDeferredForItsWakeUp() {
     List<Verdict> after =
         TornRuns.wakeMended(
             List.of(
                 Verdict.skip("mended", "wf", Reason.OWNED_BY_LIVE_INSTANCE),
                 Verdict.skip("untouched", "wf", Reason.OWNED_BY_LIVE_INSTANCE)),
-            List.of(new Mend("mended", "step_completed", "step_1", "evidence")),
-            DEAD);
+            List.of(new Mend("mended", "step_completed", "step_1", "evidence")));
 
-    assertEquals(Disposition.HAND_OUT, after.get(0).disposition());
-    assertEquals(Reason.OWNER_DEAD, after.get(0).reason());
-    assertEquals(DEAD, after.get(0).deadInstanceId());
+    assertEquals(Disposition.DEFER, after.get(0).disposition());
+    assertEquals(Reason.OWNED_BY_LIVE_INSTANCE, after.get(0).reason());
     assertEquals("wf", after.get(0).workflowName());
     assertEquals(Verdict.skip("untouched", "wf", Reason.OWNED_BY_LIVE_INSTANCE), after.get(1));
   }
 
   @Test
-  void aRunWhoseStepADeadStepMessageOwnedIsReDrivenWithThatMessageUnlessFinished() {
+  void aRunWhoseStepADeadStepMessageOwnedIsReDrivenWithThatMessageOnceNoLiveInstanceReportsIt() {
     List<Verdict> after =
         TornRuns.redriveOwners(
             List.of(
@@ -44,11 +45,15 @@ class TornRunsWakeTest {
             java.util.Map.of("owned", "msg_a", "queued", "msg_b", "done", "msg_c"),
             DEAD);
 
-    assertEquals(Disposition.HAND_OUT, after.get(0).disposition());
-    assertEquals(Reason.OWNER_DEAD, after.get(0).reason());
+    // A live instance reports it: deferred, the owner message kept for its re-drive.
+    assertEquals(Disposition.DEFER, after.get(0).disposition());
+    assertEquals(Reason.OWNED_BY_LIVE_INSTANCE, after.get(0).reason());
     assertEquals("msg_a", after.get(0).messageId());
+    // None does: re-driven with it now, whatever the queue holds.
     assertEquals("msg_b", after.get(1).messageId());
     assertEquals(Disposition.HAND_OUT, after.get(1).disposition());
+    assertEquals(Reason.OWNER_DEAD, after.get(1).reason());
+    assertEquals(DEAD, after.get(1).deadInstanceId());
     assertEquals(Verdict.skip("done", "wf", Reason.TERMINAL), after.get(2));
     assertEquals(Verdict.skip("other", "wf", Reason.OWNED_BY_LIVE_INSTANCE), after.get(3));
   }
@@ -66,6 +71,6 @@ class TornRunsWakeTest {
             new Mend("b", "wait_created", "w", "d"),
             new Mend("c", "step_failed", "s", "d"));
 
-    assertEquals(before, TornRuns.wakeMended(before, mends, DEAD));
+    assertEquals(before, TornRuns.wakeMended(before, mends));
   }
 }

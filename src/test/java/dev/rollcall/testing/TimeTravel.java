@@ -25,6 +25,14 @@ public final class TimeTravel {
         instance.id());
   }
 
+  /** The run's deferrals (in any epoch) were made an hour earlier than they were: all are due. */
+  public static void deferredAnHourAgo(String runId) {
+    Db.update(
+        "UPDATE rollcall.deferred SET deferred_at = deferred_at - interval '1 hour'"
+            + " WHERE run_id = ?",
+        runId);
+  }
+
   /** The batch's (or scanning range's) lease ran out a second ago. */
   public static void batchLeaseExpired(long batchId) {
     Db.update(
