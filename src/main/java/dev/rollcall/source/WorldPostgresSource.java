@@ -20,8 +20,9 @@ import org.jboss.logging.Logger;
 
 /**
  * The {@code @workflow/world-postgres} engine: its runs table read like any table, plus the proof
- * its maintainers accept for classifying a run — open steps, due waits, and queued workflow jobs in
- * graphile-worker (a hook row is no proof). Every check is one set-based query per page.
+ * its maintainers accept for classifying a run — open steps, due waits, and queued workflow and
+ * step jobs in graphile-worker (a hook row is no proof). Every check is one set-based query per
+ * page.
  */
 public final class WorldPostgresSource implements RunSource {
 
@@ -60,6 +61,16 @@ public final class WorldPostgresSource implements RunSource {
     return jobPrefix + "flows";
   }
 
+  /**
+   * The tasks whose queued jobs wake a run: its workflow messages and its step messages (the 4.x
+   * line queues steps on a task of their own; 5.0 queues both on the workflow task). A step
+   * message's delivery runs the step, or finds it finished, and then queues the workflow's next
+   * message itself.
+   */
+  private String[] wakeTasks() {
+    return new String[] {jobPrefix + "flows", jobPrefix + "steps"};
+  }
+
   @Override
   public boolean classifies() {
     return true;
@@ -67,8 +78,9 @@ public final class WorldPostgresSource implements RunSource {
 
   @Override
   public Uni<Void> prepareEpoch(SqlClient client, long epochId) {
-    // One decode of every queued workflow job, kept for the epoch's pages. A failure (no queue
-    // schema yet, say) leaves the epoch without queue proof: its runs are re-driven (fail open).
+    // One decode of every queued workflow and step job, kept for the epoch's pages. A failure (no
+    // queue schema yet, say) leaves the epoch without queue proof: its runs are re-driven (fail
+    // open).
     return Savepoints.attempt(
             client,
             "prepare_epoch",
@@ -76,12 +88,12 @@ public final class WorldPostgresSource implements RunSource {
                 .preparedQuery(
                     "INSERT INTO rollcall.epoch_wake_jobs (epoch_id, run_id, job_id)"
                         + " SELECT DISTINCT $1::bigint, w.run_id, w.job_id FROM ("
-                        + "   SELECT rollcall.engine_run_id(j.payload) AS run_id, j.id AS job_id"
+                        + "   SELECT rollcall.engine_job_run_id(j.payload) AS run_id, j.id AS job_id"
                         + "   FROM graphile_worker._private_jobs j"
                         + "   JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
-                        + "   WHERE t.identifier = $2 AND j.attempts < j.max_attempts) w"
+                        + "   WHERE t.identifier = ANY($2::text[]) AND j.attempts < j.max_attempts) w"
                         + " WHERE w.run_id IS NOT NULL")
-                .execute(Tuple.of(epochId, workflowTask()))
+                .execute(Tuple.of(epochId, wakeTasks()))
                 .replaceWithVoid(),
             e ->
                 LOG.warnf(
@@ -240,10 +252,10 @@ public final class WorldPostgresSource implements RunSource {
   }
 
   /**
-   * Runs with a queued workflow job that will wake them: not exhausted, and unlocked or locked by a
-   * worker a live instance of this namespace owns, registered or learned (a dead worker's lock
-   * proves nothing). With an epoch, from the jobs decoded when it opened; without one, straight
-   * from the queue.
+   * Runs with a queued workflow or step job that will wake them: not exhausted, and unlocked or
+   * locked by a worker a live instance of this namespace owns, registered or learned (a dead
+   * worker's lock proves nothing). With an epoch, from the jobs decoded when it opened; without
+   * one, straight from the queue.
    */
   private Uni<Map<String, Boolean>> queuedJobs(
       SqlClient client, Long epochId, String[] ids, Duration activityFence) {
@@ -253,7 +265,7 @@ public final class WorldPostgresSource implements RunSource {
             Tuple.of(
                 ids,
                 namespace(),
-                epochId != null ? epochId : workflowTask(),
+                epochId != null ? epochId : wakeTasks(),
                 activityFence.toMillis()))
         .map(
             rows -> {
@@ -301,11 +313,12 @@ public final class WorldPostgresSource implements RunSource {
             + "   OFFSET 0) j"
             + "   ON true"
             + " GROUP BY u.run_id"
-        : "SELECT rollcall.engine_run_id(j.payload) AS run_id, "
+        : "SELECT rollcall.engine_job_run_id(j.payload) AS run_id, "
             + live
             + " FROM graphile_worker._private_jobs j"
             + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
-            + " WHERE t.identifier = $3 AND rollcall.engine_run_id(j.payload) = ANY($1::text[])"
+            + " WHERE t.identifier = ANY($3::text[])"
+            + " AND rollcall.engine_job_run_id(j.payload) = ANY($1::text[])"
             + " GROUP BY 1";
   }
 

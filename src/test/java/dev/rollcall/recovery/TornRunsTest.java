@@ -199,7 +199,7 @@ class TornRunsTest extends ApiTestBase {
     BackstopTest.ownerGoneBackstopArmed(torn, "none");
     Db.update(
         "UPDATE graphile_worker._private_jobs SET attempts = max_attempts, locked_by = NULL"
-            + " WHERE payload->>'workflowRunId' = ? AND key IS DISTINCT FROM ?",
+            + " WHERE rollcall.engine_job_run_id(payload) = ? AND key IS DISTINCT FROM ?",
         torn,
         "step_" + torn + ":backstop:1");
     peerLetsGo(peer, torn);
@@ -245,6 +245,26 @@ class TornRunsTest extends ApiTestBase {
             "SELECT count(*) FROM rollcall.epochs WHERE kind = 'takeover' AND state = 'open'"
                 + " AND namespace = ?",
             SourceTables.ENGINE));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aFourXRunWhoseStepJobTheDeadWorkerHeldIsLeftToThatJobNotReDrivenBesideIt() {
+    Instance peer = bootedPeer();
+    String worker = "worker-" + deploy;
+    // The 4.x line queues a step on a task of its own: the dead worker held the step's job.
+    String run = stable.midStepLockedBy(worker);
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of(worker));
+    api.heartbeat(victim, List.of(run)).expect(200);
+    TimeTravel.leaseExpired(victim);
+    reaper.runOnce().await().indefinitely();
+
+    // Released, the step's job runs the step again and then queues the workflow's next message: a
+    // re-drive beside it would run the step twice at once.
+    assertEquals(List.of(), drain(peer));
+    assertEquals(
+        List.of("has-queued-job"),
+        Db.column("SELECT reason FROM rollcall.deferred WHERE run_id = ?", run));
     api.leave(peer).expect(204);
   }
 
