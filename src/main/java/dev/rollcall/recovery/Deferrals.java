@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.config.RollcallConfig;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
@@ -22,9 +23,11 @@ import java.util.stream.StreamSupport;
 public class Deferrals {
 
   private final Ledger ledger;
+  private final RollcallConfig config;
 
-  Deferrals(Ledger ledger) {
+  Deferrals(Ledger ledger, RollcallConfig config) {
     this.ledger = ledger;
+    this.config = config;
   }
 
   /** Defers these runs in the epoch and records it in the ledger. */
@@ -78,10 +81,23 @@ public class Deferrals {
   }
 
   /**
+   * The epoch's deferred runs whose re-check is due, at most {@code limit}, by its kind's rule
+   * ({@link #ownedRecheckAfterMs}, {@link #othersRecheckAfterMs}).
+   */
+  public Uni<List<String>> due(SqlClient client, Epoch epoch, int limit) {
+    return due(
+        client,
+        epoch.id(),
+        othersRecheckAfterMs(epoch, config.heartbeatInterval(), config.effectiveActivityFence()),
+        ownedRecheckAfterMs(epoch, config.heartbeatInterval()),
+        limit);
+  }
+
+  /**
    * Deferred runs whose re-check is due, at most {@code limit}: those deferred for a live owner
    * {@code ownedAfterMs} after their deferral, the others {@code othersAfterMs} after it.
    */
-  public Uni<List<String>> due(
+  private Uni<List<String>> due(
       SqlClient client, long epochId, long othersAfterMs, long ownedAfterMs, int limit) {
     return client
         .preparedQuery(

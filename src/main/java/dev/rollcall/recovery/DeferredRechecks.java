@@ -1,6 +1,5 @@
 package dev.rollcall.recovery;
 
-import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.recovery.Verdict.Disposition;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
@@ -23,7 +22,6 @@ class DeferredRechecks {
   private final Verdicts verdicts;
   private final Closing closing;
   private final TakeoverRechecks takeovers;
-  private final RollcallConfig config;
 
   DeferredRechecks(
       Deferrals deferrals,
@@ -31,15 +29,13 @@ class DeferredRechecks {
       Batches batches,
       Verdicts verdicts,
       Closing closing,
-      TakeoverRechecks takeovers,
-      RollcallConfig config) {
+      TakeoverRechecks takeovers) {
     this.deferrals = deferrals;
     this.classifier = classifier;
     this.batches = batches;
     this.verdicts = verdicts;
     this.closing = closing;
     this.takeovers = takeovers;
-    this.config = config;
   }
 
   /**
@@ -49,13 +45,7 @@ class DeferredRechecks {
    */
   Uni<Step> recheck(SqlClient conn, ClaimContext claim, Epoch epoch) {
     return deferrals
-        .due(
-            conn,
-            epoch.id(),
-            Deferrals.othersRecheckAfterMs(
-                epoch, config.heartbeatInterval(), config.effectiveActivityFence()),
-            Deferrals.ownedRecheckAfterMs(epoch, config.heartbeatInterval()),
-            claim.maxRuns())
+        .due(conn, epoch, claim.maxRuns())
         .chain(
             due -> {
               if (due.isEmpty()) {

@@ -197,13 +197,7 @@ class FirstLook {
   private Uni<Optional<Served>> stillLeased(SqlClient conn, Epoch epoch) {
     long fenceMs = config.effectiveActivityFence().toMillis();
     return deferrals
-        .due(
-            conn,
-            epoch.id(),
-            Deferrals.othersRecheckAfterMs(
-                epoch, config.heartbeatInterval(), config.effectiveActivityFence()),
-            Deferrals.ownedRecheckAfterMs(epoch, config.heartbeatInterval()),
-            1)
+        .due(conn, epoch, 1)
         .chain(
             due ->
                 !due.isEmpty()

@@ -116,9 +116,8 @@ class TakeoverRechecks {
               }
               Epoch epoch = locked.get();
               RunSource source = sources.get(epoch.namespace());
-              long afterMs = config.heartbeatInterval().toMillis();
               return deferrals
-                  .due(conn, epoch.id(), afterMs, afterMs, MAX_RUNS)
+                  .due(conn, epoch, MAX_RUNS)
                   .chain(
                       due ->
                           due.isEmpty()
