@@ -127,8 +127,8 @@ class ParallelUnsafeFunctionsTest {
               }
             },
             source.queuedJobsSql(false),
-            "text[], text, text, bigint",
-            "'{" + RUN_ID + "}', 'engine', 'workflow_flows', 60000");
+            "text[], text, text[], bigint",
+            "'{" + RUN_ID + "}', 'engine', '{workflow_flows,workflow_steps}', 60000");
     assertFalse(plan.contains("Parallel Seq Scan on _private_jobs"), plan);
     assertTrue(plan.contains("_private_jobs"), plan);
   }
