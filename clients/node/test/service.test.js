@@ -72,10 +72,12 @@ describe('against the real service', { timeout: 300_000 }, () => {
     const results = await Promise.all(replicas.map(resultOf));
 
     for (const r of results) assert.equal(r.outcome.status, 'done', JSON.stringify(r));
-    // The first run sleeps on its own keyed wake-up job: a live wake path, so Rollcall skips it
-    // (has-queued-job) instead of adding a second job that would wake it early.
+    // The first run sleeps on its own keyed wake-up job, and the second has a step job queued (its
+    // delivery runs the step, then queues the workflow's next message): live wake paths, so
+    // Rollcall skips them (has-queued-job) instead of adding a second job that would wake them early.
     const sleeping = active[0].runId;
-    const needing = active.length - 1;
+    const stepping = active[1].runId;
+    const needing = active.length - 2;
     const enqueued = results.reduce((n, r) => n + r.stats.runsEnqueued, 0);
     assert.equal(enqueued, needing, 'the replicas together enqueued every run that needs it once');
     assert.ok(results.filter((r) => r.stats.batches > 0).length >= 2, 'the work was shared');
@@ -86,6 +88,7 @@ describe('against the real service', { timeout: 300_000 }, () => {
     const { added, byRun } = newJobsByRun(foreign, all);
     assert.equal(added.length, needing);
     assert.ok(!byRun.has(sleeping), 'the sleeping run got no second job');
+    assert.ok(!byRun.has(stepping), 'the run with a queued step job got no second job');
     const activeById = new Map(active.map((r) => [r.runId, r]));
     for (const [runId, list] of byRun) {
       assert.ok(activeById.has(runId), `job for a run that is not active: ${runId}`);
