@@ -93,11 +93,14 @@ final class DecisionTable {
 
   /**
    * A dead instance's in-flight run: {@code owner-dead} unless it finished, a live peer owns it, a
-   * queued job will wake it or it parked on a hook. Recent activity is no proof here: it is the
-   * dead owner's own. A queued job (typically the dead owner's own message, its lock just released)
-   * defers the run rather than settling it: the job may never run as that message (a peer that
-   * queues the same job key while the dead worker still holds the lock leaves the old job with no
-   * attempts left), and the takeover's re-check looks again ({@link #takeoverRecheck}).
+   * queued job will wake it or it parked on a hook. A run a live peer reports is deferred, not
+   * skipped: the report may be a heartbeat old, and the dead process may have left a write of the
+   * run torn that only the re-check, once no live instance reports the run, may mend. Recent
+   * activity is no proof here: it is the dead owner's own. A queued job (typically the dead owner's
+   * own message, its lock just released) defers the run rather than settling it: the job may never
+   * run as that message (a peer that queues the same job key while the dead worker still holds the
+   * lock leaves the old job with no attempts left), and the takeover's re-check looks again ({@link
+   * #takeoverRecheck}).
    */
   static Decision takeover(boolean terminal, Signals s) {
     return takeover(terminal, s, Disposition.DEFER);
@@ -109,7 +112,7 @@ final class DecisionTable {
       return skip(Reason.TERMINAL);
     }
     if (s.owned()) {
-      return skip(Reason.OWNED_BY_LIVE_INSTANCE);
+      return new Decision(Disposition.DEFER, Reason.OWNED_BY_LIVE_INSTANCE, false);
     }
     if (s.stranded()) {
       return new Decision(Disposition.HAND_OUT, Reason.OWNER_DEAD, true);

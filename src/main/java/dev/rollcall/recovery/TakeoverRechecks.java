@@ -142,9 +142,9 @@ class TakeoverRechecks {
    * instance still reports, or whose queued job may still run, stay deferred (due again a heartbeat
    * interval from now); the others are settled as the takeover settles a run, as {@code owner-dead}
    * of its subject, and one deferred with an owner message is re-driven with it while that message
-   * still owns its interrupted step. Returns the runs to hand out. Nothing is mended here: the
-   * takeover mended the dead instance's writes when it opened, and a run no longer reported may
-   * have been taken up by a live process since its owner's last report.
+   * still owns its interrupted step. Returns the runs to hand out. The torn writes of the runs
+   * settled now are mended if the engine wrote nothing to them within the activity fence ({@link
+   * TornRuns#recheck}): a live process may have taken a run up since its owner's last report.
    */
   Uni<List<Verdict>> settle(SqlClient conn, RunSource source, Epoch epoch, List<String> due) {
     UUID dead = epoch.subject().orElseThrow();
@@ -161,8 +161,15 @@ class TakeoverRechecks {
             found -> {
               List<Verdict> settled =
                   found.stream().filter(v -> v.disposition() != Disposition.DEFER).toList();
-              return deferrals
-                  .again(conn, epoch.id(), Verdicts.of(found, Disposition.DEFER))
+              return tornRuns
+                  .recheck(
+                      conn,
+                      new TornRuns.Scope(source, epoch.id(), dead),
+                      settled,
+                      config.effectiveActivityFence())
+                  .chain(
+                      () ->
+                          deferrals.again(conn, epoch.id(), Verdicts.of(found, Disposition.DEFER)))
                   .chain(
                       () ->
                           deferrals.resolve(

@@ -167,7 +167,7 @@ public class Takeovers {
                                             source.get(), epoch.id(), subject.instanceId()),
                                         verdicts,
                                         locks)
-                                    .map(mends -> TornRuns.wakeMended(verdicts, mends)))
+                                    .replaceWith(verdicts))
                     .chain(
                         verdicts ->
                             source.isEmpty()

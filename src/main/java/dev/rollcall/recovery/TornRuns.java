@@ -10,7 +10,6 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -98,27 +97,33 @@ public class TornRuns {
   }
 
   /**
-   * The verdicts once a takeover has mended: a run a live instance reports, in which the dead
-   * instance's step was mended, is deferred (its re-drive waits until no live instance reports it).
-   * Writing the step's terminal event finishes only half of what the dead process owed the run: its
-   * next write was the wake-up of the workflow (the runtime enqueues the run's workflow message
-   * after every terminal step event), and nothing else sends it when the live peer's deliveries
-   * have ended and the dead owner's message will not come back. The live peer may still be
-   * replaying the run, though, and two replays at once are what recovery must never cause: the
-   * takeover re-checks the run once the peer's next report is in ({@link Deferrals}), and hands it
-   * out as {@code owner-dead} then, unless a queued job will wake it or it finished.
+   * A takeover's re-check, for the runs it settles now (no live instance reports them any more):
+   * every torn write of those the engine wrote nothing to within the activity fence. A live
+   * instance reported them when the takeover opened, so only the dead instance's own steps were
+   * mended then; a wait row, or a step whose writer is unknown, waited for this. A torn write that
+   * stayed unexplained for the fence is no live process's write half-way through.
    */
-  static List<Verdict> wakeMended(List<Verdict> verdicts, List<Mend> mends) {
-    Set<String> mended = new HashSet<>();
-    mends.forEach(m -> mended.add(m.runId()));
-    List<Verdict> out = new ArrayList<>(verdicts.size());
-    for (Verdict v : verdicts) {
-      out.add(
-          v.reason() == Reason.OWNED_BY_LIVE_INSTANCE && mended.contains(v.runId())
-              ? Verdict.defer(v.runId(), v.workflowName(), Reason.OWNED_BY_LIVE_INSTANCE)
-              : v);
+  public Uni<List<Mend>> recheck(
+      SqlClient conn, Scope scope, List<Verdict> settled, java.time.Duration fence) {
+    Map<String, String> runs = new LinkedHashMap<>();
+    for (Verdict v : settled) {
+      if (v.reason() != Reason.TERMINAL) {
+        runs.put(v.runId(), Reason.OWNER_DEAD.wire());
+      }
     }
-    return out;
+    RunSource source = scope.source();
+    if (runs.isEmpty() || !source.tearsWrites()) {
+      return Uni.createFrom().item(List.of());
+    }
+    return Savepoints.attempt(
+            conn,
+            "mend_torn",
+            source
+                .mendTornIfQuiet(conn, runs.keySet(), fence)
+                .call(mends -> ledger.tornRepaired(conn, scope, runs, mends)),
+            e -> failed(source, scope.epochId(), runs.size(), e))
+        .map(found -> found.orElse(List.of()))
+        .invoke(mends -> mends.forEach(m -> recorded(source.namespace(), scope.epochId(), m)));
   }
 
   /**
@@ -238,15 +243,17 @@ public class TornRuns {
                     ? source.mendTorn(conn, runs.keySet())
                     : source.mendTornStepsOwnedBy(conn, runs.keySet(), deliveries))
                 .call(mends -> ledger.tornRepaired(conn, scope, runs, mends)),
-            e -> {
-              LOG.warnf(
-                  "epoch %d of namespace %s: looking for torn writes in %d runs failed; they are"
-                      + " handed out as they are: %s",
-                  epochId, source.namespace(), runs.size(), e.getMessage());
-              meters.counter("rollcall.torn.failures", "namespace", source.namespace()).increment();
-            })
+            e -> failed(source, epochId, runs.size(), e))
         .map(found -> found.orElse(List.of()))
         .invoke(mends -> mends.forEach(m -> recorded(source.namespace(), epochId, m)));
+  }
+
+  private void failed(RunSource source, long epochId, int runs, Throwable e) {
+    LOG.warnf(
+        "epoch %d of namespace %s: looking for torn writes in %d runs failed; they are"
+            + " handed out as they are: %s",
+        epochId, source.namespace(), runs, e.getMessage());
+    meters.counter("rollcall.torn.failures", "namespace", source.namespace()).increment();
   }
 
   private void recorded(String namespace, long epochId, Mend mend) {

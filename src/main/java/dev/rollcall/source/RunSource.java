@@ -104,6 +104,18 @@ public interface RunSource {
   }
 
   /**
+   * {@link #mendTorn} for those of these runs the engine wrote nothing to (no event) within {@code
+   * quiet}: a takeover's re-check of runs no live instance reports any more, where a live process
+   * may have taken the run up since its last report. A torn write that stayed unexplained that long
+   * is no live process's write half-way through (the engine's two statements follow each other
+   * within milliseconds).
+   */
+  default Uni<List<Mend>> mendTornIfQuiet(
+      SqlClient client, Collection<String> runIds, java.time.Duration quiet) {
+    return Uni.createFrom().item(List.of());
+  }
+
+  /**
    * True when this engine can tear a write, so that {@link #mendTorn} has something to look for.
    */
   default boolean tearsWrites() {

@@ -333,6 +333,23 @@ public final class WorldPostgresSource implements RunSource {
   }
 
   @Override
+  public Uni<List<Mend>> mendTornIfQuiet(
+      SqlClient client, Collection<String> runIds, Duration quiet) {
+    if (runIds.isEmpty()) {
+      return Uni.createFrom().item(List.of());
+    }
+    return ids(
+            client,
+            "SELECT u.run_id FROM unnest($1::text[]) AS u(run_id) WHERE NOT EXISTS (SELECT 1 FROM "
+                + engine
+                + ".workflow_events e WHERE e.run_id = u.run_id"
+                + " AND e.created_at > ((now() - $2::bigint * interval '1 millisecond')"
+                + " AT TIME ZONE 'UTC'))",
+            Tuple.of(runIds.toArray(String[]::new), quiet.toMillis()))
+        .chain(quietRuns -> tears.mend(client, quietRuns));
+  }
+
+  @Override
   public Uni<List<Mend>> mendTornStepsOwnedBy(
       SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {
     return tears.mendOwnedSteps(client, runIds, deliveries);

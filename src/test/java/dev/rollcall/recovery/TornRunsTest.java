@@ -269,6 +269,38 @@ class TornRunsTest extends ApiTestBase {
   }
 
   @Test
+  void aTornWaitInARunAPeerStillReportedIsMendedOnceNoneDoesAndTheRunIsQuiet() {
+    Instance peer = bootedPeer();
+    String torn = beta.tornWaitCompleted();
+    // The peer's report is a heartbeat old, say: the takeover cannot tell whose the wait row is.
+    victimDiesWhileThePeerReports(peer, List.of(), List.of(torn));
+    assertEquals(
+        List.of("completed"),
+        Db.column("SELECT status::text FROM workflow.workflow_waits WHERE run_id = ?", torn));
+    TimeTravel.deferredAnHourAgo(torn);
+    rechecks.runOnce().await().indefinitely();
+    assertEquals(
+        List.of("completed"),
+        Db.column("SELECT status::text FROM workflow.workflow_waits WHERE run_id = ?", torn),
+        "not while a live instance reports the run");
+
+    peerLetsGo(peer, torn);
+    TimeTravel.engineQuiet(torn);
+    rechecks.runOnce().await().indefinitely();
+    assertEquals(
+        List.of("waiting"),
+        Db.column("SELECT status::text FROM workflow.workflow_waits WHERE run_id = ?", torn),
+        "rolled back once no one reports it and the engine wrote nothing for the fence");
+    assertEquals(
+        1,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
+            torn));
+    drain(peer);
+    api.leave(peer).expect(204);
+  }
+
+  @Test
   void theServiceReDrivesADeferredRunWhenItsRecheckIsDueWithoutWaitingForAClaim() throws Exception {
     Instance peer = bootedPeer();
     String worker = "worker-" + deploy;

@@ -3,7 +3,6 @@ package dev.rollcall.recovery;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.rollcall.recovery.Verdict.Disposition;
-import dev.rollcall.source.Mend;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.Tag;
@@ -17,21 +16,6 @@ import org.junit.jupiter.api.Test;
 class TornRunsWakeTest {
 
   private static final UUID DEAD = UUID.randomUUID();
-
-  @Test
-  void aLiveOwnedRunWhoseDeadOwnersStepWasMendedIsDeferredForItsWakeUp() {
-    List<Verdict> after =
-        TornRuns.wakeMended(
-            List.of(
-                Verdict.skip("mended", "wf", Reason.OWNED_BY_LIVE_INSTANCE),
-                Verdict.skip("untouched", "wf", Reason.OWNED_BY_LIVE_INSTANCE)),
-            List.of(new Mend("mended", "step_completed", "step_1", "evidence")));
-
-    assertEquals(Disposition.DEFER, after.get(0).disposition());
-    assertEquals(Reason.OWNED_BY_LIVE_INSTANCE, after.get(0).reason());
-    assertEquals("wf", after.get(0).workflowName());
-    assertEquals(Verdict.skip("untouched", "wf", Reason.OWNED_BY_LIVE_INSTANCE), after.get(1));
-  }
 
   @Test
   void aRunWhoseStepADeadStepMessageOwnedIsReDrivenWithThatMessageOnceNoLiveInstanceReportsIt() {
@@ -56,21 +40,5 @@ class TornRunsWakeTest {
     assertEquals(DEAD, after.get(1).deadInstanceId());
     assertEquals(Verdict.skip("done", "wf", Reason.TERMINAL), after.get(2));
     assertEquals(Verdict.skip("other", "wf", Reason.OWNED_BY_LIVE_INSTANCE), after.get(3));
-  }
-
-  @Test
-  void otherVerdictsStayAsTheyWereWhetherMendedOrNot() {
-    List<Verdict> before =
-        List.of(
-            Verdict.handOut("a", "wf", Reason.OWNER_DEAD, DEAD),
-            Verdict.skip("b", "wf", Reason.HAS_QUEUED_JOB),
-            Verdict.skip("c", "wf", Reason.TERMINAL));
-    List<Mend> mends =
-        List.of(
-            new Mend("a", "step_completed", "s", "d"),
-            new Mend("b", "wait_created", "w", "d"),
-            new Mend("c", "step_failed", "s", "d"));
-
-    assertEquals(before, TornRuns.wakeMended(before, mends));
   }
 }
