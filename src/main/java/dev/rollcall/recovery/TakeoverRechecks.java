@@ -142,9 +142,10 @@ class TakeoverRechecks {
    * instance still reports, or whose queued job may still run, stay deferred (due again a heartbeat
    * interval from now); the others are settled as the takeover settles a run, as {@code owner-dead}
    * of its subject, and one deferred with an owner message is re-driven with it while that message
-   * still owns its interrupted step. Returns the runs to hand out. The torn writes of the runs
-   * settled now are mended if the engine wrote nothing to them within the activity fence ({@link
-   * TornRuns#recheck}): a live process may have taken a run up since its owner's last report.
+   * still owns its interrupted step. Returns the runs to hand out. The torn writes of the runs no
+   * live instance reports any more are mended if the engine wrote nothing to them within the
+   * activity fence ({@link TornRuns#recheck}): a live process may have taken a run up since its
+   * owner's last report.
    */
   Uni<List<Verdict>> settle(SqlClient conn, RunSource source, Epoch epoch, List<String> due) {
     UUID dead = epoch.subject().orElseThrow();
@@ -161,11 +162,15 @@ class TakeoverRechecks {
             found -> {
               List<Verdict> settled =
                   found.stream().filter(v -> v.disposition() != Disposition.DEFER).toList();
+              // Every run no live instance reports any more, settled now or waiting for its
+              // queued job: a torn run's own job (its one-second re-schedule) keeps it waiting.
+              List<Verdict> unreported =
+                  found.stream().filter(v -> v.reason() != Reason.OWNED_BY_LIVE_INSTANCE).toList();
               return tornRuns
                   .recheck(
                       conn,
                       new TornRuns.Scope(source, epoch.id(), dead),
-                      settled,
+                      unreported,
                       config.effectiveActivityFence())
                   .chain(
                       () ->

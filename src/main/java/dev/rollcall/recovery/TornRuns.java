@@ -97,11 +97,11 @@ public class TornRuns {
   }
 
   /**
-   * A takeover's re-check, for the runs it settles now (no live instance reports them any more):
-   * every torn write of those the engine wrote nothing to within the activity fence. A live
-   * instance reported them when the takeover opened, so only the dead instance's own steps were
-   * mended then; a wait row, or a step whose writer is unknown, waited for this. A torn write that
-   * stayed unexplained for the fence is no live process's write half-way through.
+   * A takeover's re-check, for the runs no live instance reports any more ({@code settled}): every
+   * torn write of those the engine wrote nothing to within the activity fence. A live instance
+   * reported them when the takeover opened, so only the dead instance's own steps were mended then;
+   * a wait row, or a step whose writer is unknown, waited for this. A torn write that stayed
+   * unexplained for the fence is no live process's write half-way through.
    */
   public Uni<List<Mend>> recheck(
       SqlClient conn, Scope scope, List<Verdict> settled, java.time.Duration fence) {
