@@ -125,13 +125,15 @@ if (process.env.E2E_TEAR_ON_PURPOSE === '1') tearOnPurpose(world.events);
 // successor's message as its last act, and a peer may start that message a few milliseconds
 // before this delivery has returned: the suite tells such a hand-off from two replays at once.
 // Rollcall's re-drives are added to the queue by its client directly and are not journaled here.
+// A process may end after the queue took a message and before its `queued` line: the `sending`
+// line before it tells the suite that this process sent one more message of the run then (the
+// engine's message ids are ULIDs, which carry the millisecond they were made).
 const sendMessage = world.queue.bind(world);
 world.queue = async (queueName, message, opts) => {
+  const runId = message?.runId ?? message?.workflowRunId;
+  journal('sending', { runId });
   const sent = await sendMessage(queueName, message, opts);
-  journal('queued', {
-    runId: message?.runId ?? message?.workflowRunId,
-    messageId: sent?.messageId,
-  });
+  journal('queued', { runId, messageId: sent?.messageId });
   return sent;
 };
 

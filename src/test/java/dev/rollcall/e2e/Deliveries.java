@@ -33,16 +33,81 @@ final class Deliveries {
    * The messages the replicas' runtimes sent (the {@code queued} lines server.mjs writes), by
    * message id, each with the line that names its replica and time. Recovery's jobs are not among
    * them: Rollcall's client and the engine's boot re-enqueue add theirs to the queue directly.
+   *
+   * <p>A process may end after the queue took its message and before it wrote the {@code queued}
+   * line. It wrote a {@code sending} line before each send, though: a {@code sending} line of a
+   * replica that ended with no {@code queued} line after it for its run stands for the message of
+   * that run, delivered somewhere and never journaled, whose id (a ULID) was made between that line
+   * and the replica's end ({@code endedAt}, or its {@code exit} line).
    */
-  static Map<String, Journal> sentByRuntime(List<Journal> journal) {
+  static Map<String, Journal> sentByRuntime(List<Journal> journal, Map<String, Long> endedAt) {
     Map<String, Journal> out = new HashMap<>();
+    // replica + run → its sends still waiting for their queued line, oldest first
+    Map<String, List<Journal>> unconfirmed = new HashMap<>();
+    Map<String, Long> ended = ends(journal, endedAt);
     for (Journal j : journal) {
       String messageId = j.e().path("messageId").asText();
-      if (j.event().equals("queued") && !messageId.isEmpty()) {
+      String key = j.replica() + " " + j.runId();
+      if (j.event().equals("sending")) {
+        unconfirmed.computeIfAbsent(key, k -> new ArrayList<>()).add(j);
+      } else if (j.event().equals("queued") && !messageId.isEmpty()) {
         out.put(messageId, j);
+        List<Journal> sends = unconfirmed.get(key);
+        if (sends != null && !sends.isEmpty()) {
+          sends.remove(0);
+        }
+      }
+    }
+    for (List<Journal> sends : unconfirmed.values()) {
+      for (Journal send : sends) {
+        long until = ended.getOrDefault(send.replica(), Long.MAX_VALUE);
+        for (Journal j : journal) {
+          String messageId = j.e().path("messageId").asText();
+          if (j.event().equals("flow-start")
+              && j.runId().equals(send.runId())
+              && !out.containsKey(messageId)) {
+            long made = ulidMillis(messageId);
+            if (made >= send.t() && made <= until) {
+              out.put(messageId, send);
+            }
+          }
+        }
       }
     }
     return out;
+  }
+
+  /** When each replica ended: {@code endedAt}, or its {@code exit} line if that came first. */
+  private static Map<String, Long> ends(List<Journal> journal, Map<String, Long> endedAt) {
+    // A process that logged its exit ran no code after that line, whenever the OS reaped it.
+    Map<String, Long> ended = new HashMap<>(endedAt);
+    for (Journal j : journal) {
+      if (j.event().equals("exit")) {
+        ended.merge(j.replica(), j.t(), Math::min);
+      }
+    }
+    return ended;
+  }
+
+  private static final String CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+  /**
+   * The millisecond an engine message id ({@code msg_} and a ULID) was made, from the ULID's first
+   * ten characters; -1 for anything else.
+   */
+  static long ulidMillis(String messageId) {
+    if (!messageId.startsWith("msg_") || messageId.length() < 14) {
+      return -1;
+    }
+    long ms = 0;
+    for (char c : messageId.substring(4, 14).toCharArray()) {
+      int digit = CROCKFORD.indexOf(Character.toUpperCase(c));
+      if (digit < 0) {
+        return -1;
+      }
+      ms = ms * 32 + digit;
+    }
+    return ms;
   }
 
   /** Two different messages, each sent by a replica's runtime (its own concurrency). */
@@ -68,16 +133,10 @@ final class Deliveries {
    */
   static List<String> replayedAtOnce(
       List<Journal> journal, Collection<String> runs, Map<String, Long> endedAt, long now) {
-    // A process that logged its exit ran no code after that line, whenever the OS reaped it.
-    Map<String, Long> ended = new HashMap<>(endedAt);
-    for (Journal j : journal) {
-      if (j.event().equals("exit")) {
-        ended.merge(j.replica(), j.t(), Math::min);
-      }
-    }
+    Map<String, Long> ended = ends(journal, endedAt);
     Map<String, List<Span>> byRun = new HashMap<>();
     Map<String, Long> opened = new HashMap<>();
-    Map<String, Journal> queued = sentByRuntime(journal);
+    Map<String, Journal> queued = sentByRuntime(journal, endedAt);
     for (Journal j : journal) {
       if (!runs.contains(j.runId())) {
         continue;

@@ -142,4 +142,66 @@ class DeliveriesTest {
             line("b", "flow-start", "m1", 160),
             line("b", "flow-end", "m1", 300)));
   }
+
+  /** An engine message id made at {@code ms}, {@code tail} telling ids of one millisecond apart. */
+  private static String messageMadeAt(long ms, char tail) {
+    String crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    StringBuilder time = new StringBuilder();
+    for (int i = 0; i < 10; i++, ms /= 32) {
+      time.insert(0, crockford.charAt((int) (ms % 32)));
+    }
+    return "msg_" + time + "000000000000000" + tail;
+  }
+
+  @Test
+  void aMessageIdTellsWhenItWasMade() {
+    assertEquals(1_796_553_035_332L, Deliveries.ulidMillis(messageMadeAt(1_796_553_035_332L, 'X')));
+    assertEquals(-1, Deliveries.ulidMillis("m1"));
+  }
+
+  @Test
+  void aSendWhoseLineTheSendersEndCutOffStillCountsAsTheRuntimes() {
+    // a sends three messages of a Promise.all at 1 000 and is stopped at 1 001, after the queue
+    // took all three and before two of their queued lines; b and c deliver them side by side.
+    String m7 = messageMadeAt(1_000, '7');
+    String m8 = messageMadeAt(1_000, '8');
+    String m9 = messageMadeAt(1_000, '9');
+    List<Journal> lines =
+        List.of(
+            line("a", "sending", "", 1_000),
+            line("a", "sending", "", 1_000),
+            line("a", "sending", "", 1_000),
+            line("a", "queued", m7, 1_001),
+            line("a", "exit", "", 1_001),
+            line("b", "flow-start", m7, 1_100),
+            line("c", "flow-start", m8, 1_120),
+            line("c", "flow-end", m8, 1_200),
+            line("b", "flow-end", m7, 1_300),
+            line("c", "flow-start", m9, 1_310),
+            line("c", "flow-end", m9, 1_400));
+    assertEquals(java.util.Set.of(m7, m8, m9), Deliveries.sentByRuntime(lines, Map.of()).keySet());
+    assertEquals(List.of(), Deliveries.replayedAtOnce(lines, List.of("run"), Map.of(), 10_000));
+  }
+
+  @Test
+  void aMessageMadeAfterTheSendersEndIsRecoverys() {
+    // a's one unconfirmed send cannot have made a message after a ended (killed at 1 050): the
+    // message delivered beside b's is a recovery job.
+    String m7 = messageMadeAt(1_000, '7');
+    String recovery = messageMadeAt(1_200, 'R');
+    List<Journal> lines =
+        List.of(
+            line("a", "sending", "", 1_000),
+            line("a", "queued", m7, 1_001),
+            line("a", "sending", "", 1_040),
+            line("b", "flow-start", m7, 1_100),
+            line("c", "flow-start", recovery, 1_250),
+            line("c", "flow-end", recovery, 1_300),
+            line("b", "flow-end", m7, 1_400));
+    assertEquals(
+        java.util.Set.of(m7), Deliveries.sentByRuntime(lines, Map.of("a", 1_050L)).keySet());
+    assertEquals(
+        List.of("run"),
+        Deliveries.replayedAtOnce(lines, List.of("run"), Map.of("a", 1_050L), 10_000));
+  }
 }

@@ -832,7 +832,8 @@ class EndToEndIT {
       // Messages the runtime itself sent (server.mjs journals them): a run that parks on a sleep
       // sends its own wake-up message, and once its sleep is over it goes on by itself. Recovery
       // (Rollcall's client, or the engine's boot re-enqueue) adds its jobs to the queue directly.
-      Set<String> sentByRuntime = Deliveries.sentByRuntime(cluster.journal()).keySet();
+      Set<String> sentByRuntime =
+          Deliveries.sentByRuntime(cluster.journal(), cluster.endedAt).keySet();
       // A new job counts only if it was added while the run was still parked (before its sleep
       // was over; a hook's run until the suite resumes its hook, after this).
       List<String> parkedHit = new ArrayList<>();
