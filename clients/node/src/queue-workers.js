@@ -9,13 +9,17 @@
  * parameter, so a process knows all its worker ids from its first poll, before any of them holds
  * a job, and names them to Rollcall; when the process dies, Rollcall then releases every job lock
  * its workers hold at once, not only the locks of the jobs the process had reported.
+ *
+ * From graphile-worker 0.17 the pool takes and locks jobs under one id for all its workers (the
+ * pool's): the same statement shape carries it as `$1`, so the set then holds that one id
+ * (test/world-graphile.test.js runs 0.18.0).
  */
 
 /** Rollcall keeps at most this many worker ids per instance. */
 export const MAX_QUEUE_WORKERS = 1000;
 
-// The statement by which a graphile-worker (0.16) worker takes a job sets the lock columns to its
-// id, the statement's first parameter.
+// The statement by which a graphile-worker (0.16) worker, or (from 0.17) a worker pool, takes a job
+// sets the lock columns to its id, the statement's first parameter.
 const TAKES_A_JOB = /\blocked_by\s*=\s*\$1(?:::text)?\b/;
 
 /** The set of this process's queue worker ids, with a listener for each new one. */

@@ -1,23 +1,19 @@
 // The zero-code wiring (@rollcall/client/world) against the REAL service (packaged jar, embedded
 // PostgreSQL) and the REAL engine on both lines: world-postgres 4.3.7 loaded the way the 4.x
-// runtime loads a world (require, synchronous createWorld), and 5.0.0-beta.29 loaded the way the
-// 5.0 line does (import, awaited createWorld). Each application is a separate process configured
-// by environment variables alone; its graphile runner delivers the jobs Rollcall's boot recovery
+// runtime loads a world (require, synchronous createWorld), and 5.0.0-beta.27 and beta.29 loaded
+// the way the 5.0 line does (import, awaited createWorld), each with the graphile-worker 0.16.6 it pins
+// (world-graphile.test.js: 0.18.0). Each application is a separate process configured by
+// environment variables alone; its graphile runner delivers the jobs Rollcall's boot recovery
 // enqueued to its tracked queue handlers. Requests between the application and the service go
-// through a recording proxy on loopback, so the test sees exactly what the client sent and what
-// the service answered.
+// through a recording proxy on loopback (support/world-line.js).
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { jobs, seedRuns } from './support/db.js';
-import { installBetaApp, STABLE_APP_DIR, worldPostgresVersion } from './support/engines.js';
+import { installBeta27App, installBetaApp, STABLE_APP_DIR } from './support/engines.js';
 import { spawnNode } from './support/processes.js';
 import { freePort, NAMESPACE, SECRET } from './support/service.js';
 import { withService } from './support/suite.js';
-
-const WORLD_APP = fileURLToPath(new URL('./support/world-app.mjs', import.meta.url));
-const WORLD_MODULE = fileURLToPath(new URL('../src/rollcall-world.js', import.meta.url));
+import { recordingProxy, until, WORLD_APP, WORLD_MODULE, zeroCodeLineTest } from './support/world-line.js';
 
 let service;
 let db;
@@ -31,163 +27,15 @@ withService(
   { ROLLCALL_LEASE_TTL: '10s' },
 );
 
-/** Forwards every request to `target` and records {method, path, body, status, answer}. */
-async function recordingProxy(target) {
-  const records = [];
-  const server = createServer(async (req, res) => {
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
-    const text = Buffer.concat(chunks).toString('utf8');
-    const record = { method: req.method, path: req.url, body: text ? JSON.parse(text) : null, at: Date.now() };
-    try {
-      const headers = { ...req.headers };
-      delete headers.host;
-      delete headers['content-length'];
-      const answer = await fetch(target + req.url, { method: req.method, headers, body: text || undefined });
-      const body = await answer.text();
-      record.status = answer.status;
-      record.answer = body ? JSON.parse(body) : null;
-      records.push(record);
-      res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' }).end(body);
-    } catch (error) {
-      record.status = 0;
-      records.push(record);
-      res.destroy(error);
-    }
-  });
-  const port = await freePort();
-  await new Promise((ok) => server.listen(port, '127.0.0.1', ok));
-  return { url: `http://127.0.0.1:${port}`, records, close: () => new Promise((ok) => server.close(ok)) };
-}
-
-async function until(what, check, ms = 60_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const sortEntries = (entries) => [...entries].sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
-
 const LINES = [
-  { engine: '4.3.7', loader: 'require', appDir: async () => STABLE_APP_DIR, target: '@rollcall/client/world' },
-  { engine: '5.0.0-beta.29', loader: 'import', appDir: installBetaApp, target: WORLD_MODULE },
+  { engine: '4.3.7', loader: 'require', appDir: async () => STABLE_APP_DIR, target: '@rollcall/client/world', queueWorkers: 5 },
+  { engine: '5.0.0-beta.27', loader: 'import', appDir: installBeta27App, target: WORLD_MODULE, queueWorkers: 5 },
+  { engine: '5.0.0-beta.29', loader: 'import', appDir: installBetaApp, target: WORLD_MODULE, queueWorkers: 5 },
 ];
 
 describe('the zero-code world module', { timeout: 600_000 }, () => {
   for (const [index, line] of LINES.entries()) {
-    test(`world-postgres ${line.engine} (${line.loader}): registers once, claims its boot batch, enqueues keyed jobs, heartbeats message ids, leaves and exits on SIGTERM`, async () => {
-      const appDir = await line.appDir();
-      assert.equal(worldPostgresVersion(appDir), line.engine, 'the application resolves the engine line under test');
-      const runs = await seedRuns(db, { active: 3, firstId: 1000 * (index + 1) });
-      const proxy = await recordingProxy(service.url);
-      const port = await freePort();
-      const deploymentId = `deploy-world-${line.loader}`;
-      const app = spawnNode(WORLD_APP, {
-        cwd: appDir,
-        timeoutMs: 180_000,
-        env: {
-          WORKFLOW_LOADER: line.loader,
-          WORKFLOW_TARGET_WORLD: line.target,
-          WORKFLOW_POSTGRES_URL: service.dbUrl,
-          WORKFLOW_POSTGRES_WORKER_CONCURRENCY: '5',
-          WORKFLOW_LOCAL_BASE_URL: `http://127.0.0.1:${port}`,
-          PORT: String(port),
-          ROLLCALL_URL: proxy.url,
-          ROLLCALL_NAMESPACE: NAMESPACE,
-          ROLLCALL_SECRET: SECRET,
-          ROLLCALL_DEPLOYMENT_ID: deploymentId,
-          ROLLCALL_NAME: `world-app-${line.loader}`,
-          ROLLCALL_LOG_LEVEL: 'warn',
-        },
-      });
-      try {
-        // Boot recovery through the real runner: every seeded run is delivered to a tracked handler.
-        const executing = await until('every run executing', () => {
-          const seen = app.events.filter((e) => e.event === 'executing');
-          return seen.length >= runs.length && seen;
-        });
-        assert.deepEqual(executing.map((e) => e.runId).sort(), runs.map((r) => r.runId).sort(), 'each run once');
-
-        // Registered once, although the application created the world twice.
-        const registrations = proxy.records.filter((r) => r.method === 'POST' && r.path === '/instances');
-        assert.equal(registrations.length, 1, `one client per process: ${JSON.stringify(registrations)}`);
-        assert.equal(registrations[0].status, 201);
-        assert.equal(registrations[0].body.deploymentId, deploymentId);
-        assert.equal(registrations[0].body.name, `world-app-${line.loader}`);
-        assert.equal(registrations[0].body.namespace, NAMESPACE);
-        const { instanceId } = registrations[0].answer;
-        assert.ok(proxy.records.some((r) => r.path === '/recovery/claim' && r.answer?.status === 'batch'), 'claimed a batch');
-
-        // The jobs: exactly one per run (the engine's own re-enqueue did not run), keyed by the
-        // message id the handler was delivered with, and locked by this process's worker.
-        const queued = await jobs(db);
-        assert.equal(queued.length, runs.length, `one job per run, got ${queued.length}`);
-        for (const job of queued) {
-          assert.equal(job.task, 'workflow_flows');
-          assert.match(job.key, /^msg_[0-9A-HJKMNP-TV-Z]{26}$/);
-          assert.equal(job.key, job.payload.messageId, 'keyed by its fresh message id');
-          assert.ok(job.locked_by, 'locked by a worker of the application');
-          const execution = executing.find((e) => e.runId === job.runId);
-          assert.equal(execution.messageId, job.key, 'the handler saw the message id of the job it runs');
-        }
-        const expected = sortEntries(queued.map((j) => ({ runId: j.runId, messageId: j.key })));
-
-        // Every graphile worker of the process (concurrency 5) is named to the service, at
-        // registration or in an answered heartbeat, and every job is locked by one of them: a
-        // death releases all its locks at once.
-        const beatPath = `/instances/${encodeURIComponent(instanceId)}/heartbeat`;
-        const named = await until('the five queue workers named', () => {
-          const ids = new Set([
-            ...(registrations[0].body.workerIds ?? []),
-            ...proxy.records.filter((r) => r.path === beatPath && r.status === 200).flatMap((r) => r.body?.workerIds ?? []),
-          ]);
-          return ids.size >= 5 && ids;
-        });
-        assert.equal(named.size, 5, `one id per unit of concurrency: ${[...named]}`);
-        for (const job of queued) assert.ok(named.has(job.locked_by), `job locked by ${job.locked_by}, a named worker`);
-        const stored = await db.query('SELECT worker_ids FROM rollcall.instances WHERE id = $1', [instanceId]);
-        assert.deepEqual([...stored.rows[0].worker_ids].sort(), [...named].sort(), 'the service keeps them');
-
-        // Heartbeats carry the executions with their message ids, and the service accepts them.
-        const beat = await until('a heartbeat with the three executions', () =>
-          proxy.records.find(
-            (r) =>
-              r.path === `/instances/${encodeURIComponent(instanceId)}/heartbeat` &&
-              r.body?.inFlight?.length === runs.length &&
-              JSON.stringify(sortEntries(r.body.inFlight)) === JSON.stringify(expected),
-          ),
-        );
-        assert.equal(beat.status, 200, JSON.stringify(beat.answer));
-
-        // SIGTERM: it leaves with its in-flight set and exits at once, without waiting for the
-        // executions it holds (a peer takes them over once the service released its locks).
-        const signalledAt = Date.now();
-        app.kill('SIGTERM');
-        const { code, signal } = await app.exited;
-        const exitMs = Date.now() - signalledAt;
-        assert.equal(code, 143, `exit code of SIGTERM, got ${code ?? signal}`);
-        assert.ok(exitMs < 5_000, `exited ${exitMs} ms after SIGTERM`);
-        const leaves = proxy.records.filter((r) => r.method === 'DELETE');
-        assert.equal(leaves.length, 1);
-        assert.equal(leaves[0].path, `/instances/${encodeURIComponent(instanceId)}`);
-        assert.equal(leaves[0].status, 204);
-        assert.deepEqual(sortEntries(leaves[0].body.inFlight), expected, 'left with every execution and its message id');
-        assert.equal(leaves[0].body.exiting, true, 'an exiting leave: the locks go only once the process is gone');
-        assert.ok(leaves[0].at >= signalledAt);
-        assert.equal(app.events.filter((e) => e.event === 'finished').length, 0, 'no execution went on to finish');
-        assert.ok(
-          proxy.records.every((r) => r.at <= leaves[0].at),
-          'nothing was sent to the service after the leave',
-        );
-      } finally {
-        app.kill('SIGKILL');
-        await proxy.close();
-      }
-    });
+    zeroCodeLineTest(line, index, () => ({ service, db }));
   }
 
   test("world.close(), for an application that manages its own shutdown: the queue closes after its running jobs, then the process leaves", async () => {
