@@ -160,8 +160,6 @@ class TakeoverRechecks {
                         found -> tornRuns.redriveDeferredOwners(conn, source, found, owners, dead)))
         .chain(
             found -> {
-              List<Verdict> settled =
-                  found.stream().filter(v -> v.disposition() != Disposition.DEFER).toList();
               // Every run no live instance reports any more, settled now or waiting for its
               // queued job: a torn run's own job (its one-second re-schedule) keeps it waiting.
               List<Verdict> unreported =
@@ -172,9 +170,16 @@ class TakeoverRechecks {
                       new TornRuns.Scope(source, epoch.id(), dead),
                       unreported,
                       config.effectiveActivityFence())
-                  .chain(
-                      () ->
-                          deferrals.again(conn, epoch.id(), Verdicts.of(found, Disposition.DEFER)))
+                  // A run still torn (the engine wrote to it within the fence) is not woken into
+                  // a replay that cannot go on: it waits, and is mended once quiet.
+                  .chain(() -> TornRuns.holdTorn(conn, source, found));
+            })
+        .chain(
+            found -> {
+              List<Verdict> settled =
+                  found.stream().filter(v -> v.disposition() != Disposition.DEFER).toList();
+              return deferrals
+                  .again(conn, epoch.id(), Verdicts.of(found, Disposition.DEFER))
                   .chain(
                       () ->
                           deferrals.resolve(

@@ -61,11 +61,13 @@ public class TornRuns {
   public record Scope(RunSource source, long epochId, UUID deadInstance) {}
 
   /**
-   * A takeover's mends: every torn write of the runs of {@link #ofTakeover}, and in the runs a live
-   * instance has taken up only the steps that one of the dead instance's deliveries (the jobs its
-   * workers held, {@code released}) executed, inline or as the step's own message: a {@code
-   * Promise.all} runs each step in a delivery of its own, and the dead process's step stays torn
-   * while its siblings run on live replicas.
+   * A takeover's mends. Every torn write of the runs of {@link #ofTakeover} that no process is
+   * delivering right now; in the others (a live instance reports them, or a worker holds one of
+   * their jobs) only the steps that none but the dead instance's deliveries (the jobs its workers
+   * held, {@code released}) started: a {@code Promise.all} runs each step in a delivery of its own,
+   * and the dead process's step stays torn while its siblings run on live replicas, but a step a
+   * live process started too may be that process's write half-way through. What is left waits for
+   * the takeover's re-check ({@link #recheck}).
    */
   public Uni<List<Mend>> takeover(
       SqlClient conn, Scope scope, List<Verdict> verdicts, List<QueueLocks.ReleasedLock> released) {
@@ -74,26 +76,37 @@ public class TornRuns {
             released.stream()
                 .map(QueueLocks.ReleasedLock::messageId)
                 .filter(m -> m != null)
-                .toList(),
-            released.stream().map(QueueLocks.ReleasedLock::stepId).filter(s -> s != null).toList());
-    Map<String, String> owned = new LinkedHashMap<>();
-    for (Verdict v : verdicts) {
-      if (v.reason() == Reason.OWNED_BY_LIVE_INSTANCE) {
-        owned.put(v.runId(), Reason.OWNER_DEAD.wire());
-      }
+                .toList());
+    RunSource source = scope.source();
+    Map<String, String> unowned = ofTakeover(verdicts);
+    if (!source.tearsWrites() || verdicts.isEmpty()) {
+      return Uni.createFrom().item(List.of());
     }
-    return mend(conn, scope, ofTakeover(verdicts), null)
+    return source
+        .executedNow(conn, unowned.keySet())
         .chain(
-            whole ->
-                owned.isEmpty() || deadDeliveries.isEmpty()
-                    ? Uni.createFrom().item(whole)
-                    : mend(conn, scope, owned, deadDeliveries)
-                        .map(
-                            steps -> {
-                              List<Mend> all = new ArrayList<>(whole);
-                              all.addAll(steps);
-                              return all;
-                            }));
+            busy -> {
+              Map<String, String> whole = new LinkedHashMap<>();
+              Map<String, String> shared = new LinkedHashMap<>();
+              unowned.forEach((run, why) -> (busy.contains(run) ? shared : whole).put(run, why));
+              for (Verdict v : verdicts) {
+                if (v.reason() == Reason.OWNED_BY_LIVE_INSTANCE) {
+                  shared.put(v.runId(), Reason.OWNER_DEAD.wire());
+                }
+              }
+              return mend(conn, scope, whole, null)
+                  .chain(
+                      mended ->
+                          shared.isEmpty() || deadDeliveries.isEmpty()
+                              ? Uni.createFrom().item(mended)
+                              : mend(conn, scope, shared, deadDeliveries)
+                                  .map(
+                                      steps -> {
+                                        List<Mend> all = new ArrayList<>(mended);
+                                        all.addAll(steps);
+                                        return all;
+                                      }));
+            });
   }
 
   /**
@@ -124,6 +137,36 @@ public class TornRuns {
             e -> failed(source, scope.epochId(), runs.size(), e))
         .map(found -> found.orElse(List.of()))
         .invoke(mends -> mends.forEach(m -> recorded(source.namespace(), scope.epochId(), m)));
+  }
+
+  /**
+   * The verdicts with every run about to be handed out that still has a torn write (found by {@code
+   * source} after the re-check's mends) deferred instead, as {@code recently-active}, its owner
+   * message kept: the engine wrote to it within the activity fence, so the write may be a live
+   * process's half-way through, and a delivery would replay a log that cannot go on.
+   */
+  static Uni<List<Verdict>> holdTorn(SqlClient conn, RunSource source, List<Verdict> verdicts) {
+    List<String> handedOut =
+        verdicts.stream()
+            .filter(v -> v.disposition() == Verdict.Disposition.HAND_OUT)
+            .map(Verdict::runId)
+            .toList();
+    if (handedOut.isEmpty() || !source.tearsWrites()) {
+      return Uni.createFrom().item(verdicts);
+    }
+    return source
+        .tornIn(conn, handedOut)
+        .map(
+            torn ->
+                verdicts.stream()
+                    .map(
+                        v ->
+                            v.disposition() == Verdict.Disposition.HAND_OUT
+                                    && torn.contains(v.runId())
+                                ? Verdict.defer(v.runId(), v.workflowName(), Reason.RECENTLY_ACTIVE)
+                                    .withMessageId(v.messageId())
+                                : v)
+                    .toList());
   }
 
   /**

@@ -123,9 +123,26 @@ public interface RunSource {
   }
 
   /**
-   * Repairs only the torn steps of these runs that one of the dead instance's {@code deliveries}
-   * wrote (executed inline by one of its messages, or by the step's own message), in runs a live
-   * instance executes too; see {@link #mendTorn}.
+   * Those of these runs with a write {@link #mendTorn} would mend, found without mending it. An
+   * engine that writes atomically has none.
+   */
+  default Uni<java.util.Set<String>> tornIn(SqlClient client, Collection<String> runIds) {
+    return Uni.createFrom().item(java.util.Set.of());
+  }
+
+  /**
+   * Those of these runs that a process is delivering right now: one of their queue jobs is locked
+   * by a worker. A takeover asks after it released the dead instance's locks, so such a run may be
+   * under a live process's hands although no live instance has reported it yet. A source without a
+   * queue knows of none.
+   */
+  default Uni<java.util.Set<String>> executedNow(SqlClient client, Collection<String> runIds) {
+    return Uni.createFrom().item(java.util.Set.of());
+  }
+
+  /**
+   * Repairs only the torn steps of these runs that no one but the dead instance's {@code
+   * deliveries} started, in runs a live process may execute too; see {@link #mendTorn}.
    */
   default Uni<List<Mend>> mendTornStepsOwnedBy(
       SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {

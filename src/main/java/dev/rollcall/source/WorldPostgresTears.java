@@ -70,13 +70,15 @@ final class WorldPostgresTears {
   }
 
   /**
-   * The torn steps of these runs that one of the dead instance's {@code deliveries} wrote, mended;
-   * nothing else of the runs. For runs a live instance executes too. A step is written only by the
-   * delivery that executes it, which holds its job's lock until it ends: by its inline owner's
-   * delivery (the owner its latest {@code step_started} names, the 5.0 line), or else by the step's
-   * own message. When that message's process is dead, no live process can be half-way through
-   * writing the step (a {@code Promise.all} runs its steps in deliveries of their own, side by
-   * side, some of them on live peers).
+   * The torn steps of these runs that only the dead instance's {@code deliveries} started, mended;
+   * nothing else of the runs. For runs a live process may be executing too (a live instance reports
+   * them, or a worker holds one of their jobs). A step is written only by a delivery that started
+   * it ({@code step_started} first, then the row, then its event), so a step whose every start
+   * since its last retry names one of the dead deliveries as its inline owner (the 5.0 line) has no
+   * live writer. A start that names no owner (a step's own message, or the 4.x line) cannot be told
+   * from a live process's: the engine may queue a step again while the dead delivery holds it, and
+   * a live peer then runs it beside. Such a step waits for the takeover's re-check, once no live
+   * instance reports the run and the engine has written nothing to it for the activity fence.
    */
   Uni<List<Mend>> mendOwnedSteps(
       SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {
@@ -85,11 +87,35 @@ final class WorldPostgresTears {
     }
     String[] ids = runIds.toArray(String[]::new);
     String[] owners = deliveries.messageIds().toArray(String[]::new);
-    String[] stepIds = deliveries.stepIds().toArray(String[]::new);
     return lockRuns(client, ids)
         .chain(
-            () -> client.preparedQuery(tornStepsSql(true)).execute(Tuple.of(ids, owners, stepIds)))
+            () -> client.preparedQuery(tornStepsSql(true)).execute(Tuple.of((Object) ids, owners)))
         .chain(steps -> each(client, steps, this::mendStep));
+  }
+
+  /**
+   * Those of these runs with a torn write, found as {@link #mend} finds them but neither locked nor
+   * mended: a re-check holds back a torn run it could not mend yet rather than wake it into a
+   * replay that cannot go on.
+   */
+  Uni<java.util.Set<String>> tornIn(SqlClient client, Collection<String> runIds) {
+    if (runIds.isEmpty()) {
+      return Uni.createFrom().item(java.util.Set.of());
+    }
+    return client
+        .preparedQuery(
+            "SELECT a.run_id FROM ("
+                + tornStepsSql(false, false)
+                + ") a UNION SELECT b.run_id FROM ("
+                + tornWaitsSql(false)
+                + ") b")
+        .execute(Tuple.of((Object) runIds.toArray(String[]::new)))
+        .map(
+            rows -> {
+              java.util.Set<String> runs = new java.util.HashSet<>();
+              rows.forEach(r -> runs.add(r.getString("run_id")));
+              return runs;
+            });
   }
 
   private Uni<Void> lockRuns(SqlClient client, String[] ids) {
@@ -113,6 +139,10 @@ final class WorldPostgresTears {
    * process that tore the write wrote that one), the run's newest event id and the database's time.
    */
   String tornStepsSql(boolean ownedBy) {
+    return tornStepsSql(ownedBy, true);
+  }
+
+  private String tornStepsSql(boolean ownedBy, boolean lock) {
     return "SELECT s.run_id, s.step_id, s.step_name, s.status::text AS status, s.output_cbor,"
         + " s.error_cbor, r.name AS workflow_name, st.spec_version,"
         + " (SELECT max(e.id) FROM "
@@ -124,24 +154,33 @@ final class WorldPostgresTears {
         + ".workflow_steps s JOIN "
         + engine
         + ".workflow_runs r ON r.id = s.run_id"
-        + " JOIN LATERAL (SELECT e.spec_version,"
-        + "   rollcall.cbor_text(e.payload_cbor, 'ownerMessageId') AS owner FROM "
+        + " JOIN LATERAL (SELECT e.spec_version FROM "
         + engine
         + ".workflow_events e WHERE e.correlation_id = s.step_id AND e.run_id = s.run_id"
         + "   AND e.type = 'step_started' ORDER BY e.id DESC LIMIT 1) st ON true"
         + " WHERE s.run_id = ANY($1::text[]) AND s.status IN ('completed', 'failed')"
-        // Inline-owned steps by their owner; the others by their own message's step.
+        // Only steps that no one but the dead deliveries ($2) started since the step's last
+        // retry: a start with another owner, or none, may be a live process's, which may be
+        // between the row and the event this very moment (a mend then would write the event
+        // twice, and the runtime fails a run whose log completes a step twice).
         + (ownedBy
-            ? " AND (st.owner = ANY($2::text[])"
-                + " OR (st.owner IS NULL AND s.step_id = ANY($3::text[])))"
+            ? " AND NOT EXISTS (SELECT 1 FROM "
+                + engine
+                + ".workflow_events o WHERE o.correlation_id = s.step_id AND o.run_id = s.run_id"
+                + "   AND o.type = 'step_started'"
+                + "   AND o.id > coalesce((SELECT max(rt.id) FROM "
+                + engine
+                + ".workflow_events rt WHERE rt.correlation_id = s.step_id"
+                + "     AND rt.run_id = s.run_id AND rt.type = 'step_retrying'), '')"
+                + "   AND coalesce(rollcall.cbor_text(o.payload_cbor, 'ownerMessageId'), '')"
+                + "     <> ALL($2::text[]))"
             : "")
         + " AND r.status IN ('pending', 'running')"
         + " AND NOT EXISTS (SELECT 1 FROM "
         + engine
         + ".workflow_events e WHERE e.correlation_id = s.step_id AND e.run_id = s.run_id"
         + "   AND e.type IN ('step_completed', 'step_failed'))"
-        + " ORDER BY s.run_id, s.step_id"
-        + " FOR UPDATE OF s";
+        + (lock ? " ORDER BY s.run_id, s.step_id FOR UPDATE OF s" : "");
   }
 
   /**
@@ -150,6 +189,10 @@ final class WorldPostgresTears {
    * run's id, a dash and the correlation id of its events.
    */
   String tornWaitsSql() {
+    return tornWaitsSql(true);
+  }
+
+  private String tornWaitsSql(boolean lock) {
     return "SELECT w.run_id, w.wait_id, w.status::text AS status,"
         + " substr(w.wait_id, length(w.run_id) + 2) AS correlation_id"
         + " FROM "
@@ -164,8 +207,7 @@ final class WorldPostgresTears {
         + "   AND e.run_id = w.run_id"
         + "   AND e.type = CASE w.status::text WHEN 'waiting' THEN 'wait_created'"
         + "     ELSE 'wait_completed' END)"
-        + " ORDER BY w.run_id, w.wait_id"
-        + " FOR UPDATE OF w";
+        + (lock ? " ORDER BY w.run_id, w.wait_id FOR UPDATE OF w" : "");
   }
 
   private Uni<Mend> mendStep(SqlClient client, Row row) {

@@ -182,7 +182,8 @@ class TornRunsTest extends ApiTestBase {
   }
 
   @Test
-  void theDeadOwnersStepRunByItsOwnMessageIsMendedInARunALivePeerExecutes() throws Exception {
+  void theDeadOwnersStepRunByItsOwnMessageIsMendedOnceNoLivePeerReportsTheRunAndItIsQuiet()
+      throws Exception {
     Instance peer = bootedPeer();
     String worker = "worker-" + deploy;
     // A Promise.all's step delivered as a message of its own (its start names no inline owner),
@@ -190,7 +191,8 @@ class TornRunsTest extends ApiTestBase {
     String torn = beta.tornStepCompletedByItsMessageLockedBy(worker);
     victimDiesWhileThePeerReports(peer, List.of(worker), List.of(torn));
 
-    assertEquals(1, events(torn, "step_completed"));
+    // A start that names no owner cannot be told from a live process's start of the same step.
+    assertEquals(0, events(torn, "step_completed"), "not mended beside a live peer");
     TimeTravel.deferredAnHourAgo(torn);
     assertEquals(List.of(), drain(peer), "not while the live peer reports it");
     // No job of the run can wake it soon (its message ran out of attempts; only the engine's
@@ -203,13 +205,64 @@ class TornRunsTest extends ApiTestBase {
         torn,
         "step_" + torn + ":backstop:1");
     peerLetsGo(peer, torn);
+    // The engine wrote to the run within the activity fence: held back, not woken into a replay
+    // that cannot go on.
+    assertEquals(List.of(), drain(peer), "not while the run is not quiet");
+    assertEquals(0, events(torn, "step_completed"));
+    assertEquals(
+        List.of("recently-active"),
+        Db.column("SELECT reason FROM rollcall.deferred WHERE run_id = ?", torn));
+    TimeTravel.engineQuiet(torn);
+    TimeTravel.deferredAnHourAgo(torn);
     Batch taken = api.claimBatch(peer, 100);
     assertTrue(taken != null && taken.runIds().contains(torn), "the mended run is woken");
+    assertEquals(1, events(torn, "step_completed"));
     assertEquals(
         "owner-dead",
         BackstopTest.byRun(taken).get(torn).path("reason").asText(),
         taken.json().toString());
     api.complete(peer, taken, List.of()).expect(200);
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aStepALivePeerStartedAgainIsNotMendedBesideIt() throws Exception {
+    Instance peer = bootedPeer();
+    String worker = "worker-" + deploy;
+    // The victim's step message started the step, then a live peer started it again by a message
+    // of its own; the row is completed, its event not written yet: it may be the peer's.
+    String run = beta.tornStepCompletedStartedAgainByAPeer(worker);
+    victimDiesWhileThePeerReports(peer, List.of(worker), List.of(run));
+
+    // A mend now could write the event the peer is about to write: a log that completes a step
+    // twice fails the run.
+    assertEquals(0, events(run, "step_completed"));
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
+            run));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aTornRunAWorkerIsDeliveringIsNotMendedBesideIt() throws Exception {
+    Instance peer = bootedPeer();
+    // The victim reported the run; no live instance does, but a peer's worker holds its job: the
+    // peer took the run up a moment ago and has not reported it yet. The row it completed without
+    // its event may be that peer's write half-way through.
+    String run = beta.tornStepCompletedLockedBy("worker-peer-" + deploy);
+    Instance victim = api.register(SourceTables.ENGINE, deploy, "victim", List.of());
+    api.heartbeat(victim, List.of(run)).expect(200);
+    TimeTravel.leaseExpired(victim);
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals(0, events(run, "step_completed"));
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
+            run));
     api.leave(peer).expect(204);
   }
 

@@ -268,6 +268,26 @@ public final class EngineRuns {
   }
 
   /**
+   * {@link #tornStepCompletedByItsMessageLockedBy}, except that after the dead delivery started the
+   * step, a live peer started it again by a message of its own (the runtime's concurrent replays
+   * queue a step again while a delivery holds it): the completed row without its event may be the
+   * peer's write half-way through.
+   */
+  public String tornStepCompletedStartedAgainByAPeer(String workerId) {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          String step = s.createStep(runId);
+          long job = s.addStepMessageJob(runId, step);
+          s.lock(job, workerId);
+          s.startStep(runId, step, null);
+          s.startStep(runId, step, null);
+          s.tearStep(runId, step, "completed");
+        });
+  }
+
+  /**
    * The 5.0 line's {@link #tornStepCompleted()} of a step run by its own message (no inline owner
    * in its {@code step_started}), whose job {@code workerId} still holds: the job's key is the
    * step's id and its body names the step, as the runtime queues a step of a {@code Promise.all}.
