@@ -35,41 +35,43 @@ final class Deliveries {
    * them: Rollcall's client and the engine's boot re-enqueue add theirs to the queue directly.
    *
    * <p>A process may end after the queue took its message and before it wrote the {@code queued}
-   * line. It wrote a {@code sending} line before each send, though: a {@code sending} line of a
-   * replica that ended with no {@code queued} line after it for its run stands for the message of
-   * that run, delivered somewhere and never journaled, whose id (a ULID) was made between that line
-   * and the replica's end ({@code endedAt}, or its {@code exit} line).
+   * line. It wrote a {@code sending} line before each send, though: a replica that ended with more
+   * {@code sending} than {@code queued} lines for a run sent the run's messages, delivered
+   * somewhere and never journaled, whose ids (ULIDs) were made between the first of those sends
+   * (since its sends and queued lines last balanced) and the replica's end ({@code endedAt}, or its
+   * {@code exit} line).
    */
   static Map<String, Journal> sentByRuntime(List<Journal> journal, Map<String, Long> endedAt) {
     Map<String, Journal> out = new HashMap<>();
-    // replica + run → its sends still waiting for their queued line, oldest first
-    Map<String, List<Journal>> unconfirmed = new HashMap<>();
+    // replica + run → sends not yet matched by a queued line, and the first send since the two
+    // last balanced (sends finish in any order: which line matched which send is unknown)
+    Map<String, Integer> open = new HashMap<>();
+    Map<String, Journal> since = new HashMap<>();
     Map<String, Long> ended = ends(journal, endedAt);
     for (Journal j : journal) {
       String messageId = j.e().path("messageId").asText();
       String key = j.replica() + " " + j.runId();
       if (j.event().equals("sending")) {
-        unconfirmed.computeIfAbsent(key, k -> new ArrayList<>()).add(j);
+        if (open.getOrDefault(key, 0) == 0) {
+          since.put(key, j);
+        }
+        open.merge(key, 1, Integer::sum);
       } else if (j.event().equals("queued") && !messageId.isEmpty()) {
         out.put(messageId, j);
-        List<Journal> sends = unconfirmed.get(key);
-        if (sends != null && !sends.isEmpty()) {
-          sends.remove(0);
-        }
+        open.computeIfPresent(key, (k, n) -> n > 1 ? n - 1 : null);
       }
     }
-    for (List<Journal> sends : unconfirmed.values()) {
-      for (Journal send : sends) {
-        long until = ended.getOrDefault(send.replica(), Long.MAX_VALUE);
-        for (Journal j : journal) {
-          String messageId = j.e().path("messageId").asText();
-          if (j.event().equals("flow-start")
-              && j.runId().equals(send.runId())
-              && !out.containsKey(messageId)) {
-            long made = ulidMillis(messageId);
-            if (made >= send.t() && made <= until) {
-              out.put(messageId, send);
-            }
+    for (String key : open.keySet()) {
+      Journal send = since.get(key);
+      long until = ended.getOrDefault(send.replica(), Long.MAX_VALUE);
+      for (Journal j : journal) {
+        String messageId = j.e().path("messageId").asText();
+        if (j.event().equals("flow-start")
+            && j.runId().equals(send.runId())
+            && !out.containsKey(messageId)) {
+          long made = ulidMillis(messageId);
+          if (made >= send.t() && made <= until) {
+            out.put(messageId, send);
           }
         }
       }

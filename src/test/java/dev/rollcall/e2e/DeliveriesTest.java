@@ -204,4 +204,28 @@ class DeliveriesTest {
         List.of("run"),
         Deliveries.replayedAtOnce(lines, List.of("run"), Map.of("a", 1_050L), 10_000));
   }
+
+  @Test
+  void sendsThatEndInAnyOrderAreMatchedAsABurst() {
+    // a sends four messages at 2 585–2 606; the queue takes all four; the two queued lines a wrote
+    // before it was killed at 2 650 are of the later two (the first two sends' awaits had not run
+    // yet). The two unjournaled ones, made at 2 585, are a's all the same.
+    String early1 = messageMadeAt(2_585, '1');
+    String early2 = messageMadeAt(2_586, '2');
+    String late1 = messageMadeAt(2_600, '3');
+    String late2 = messageMadeAt(2_601, '4');
+    List<Journal> lines =
+        List.of(
+            line("a", "sending", "", 2_584),
+            line("a", "sending", "", 2_585),
+            line("a", "sending", "", 2_599),
+            line("a", "sending", "", 2_600),
+            line("a", "queued", late1, 2_606),
+            line("a", "queued", late2, 2_606),
+            line("b", "flow-start", early1, 2_700),
+            line("b", "flow-start", early2, 2_710));
+    assertEquals(
+        java.util.Set.of(early1, early2, late1, late2),
+        Deliveries.sentByRuntime(lines, Map.of("a", 2_650L)).keySet());
+  }
 }
