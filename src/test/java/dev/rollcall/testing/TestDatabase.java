@@ -37,6 +37,15 @@ public final class TestDatabase implements AutoCloseable {
     this.origin = origin;
   }
 
+  /**
+   * The PostgreSQL major the build asks for (system property {@code postgres.test-major},
+   * set by the pom: 17, or an older one under a {@code -Ppg13}…{@code pg16} profile, which also
+   * picks the embedded binaries of that major).
+   */
+  public static int requestedMajor() {
+    return Integer.getInteger("postgres.test-major", 17);
+  }
+
   /** Starts or connects to a database. */
   public static TestDatabase start() {
     String url = System.getenv("ROLLCALL_TEST_JDBC_URL");
@@ -49,7 +58,8 @@ public final class TestDatabase implements AutoCloseable {
           "ROLLCALL_TEST_JDBC_URL");
     }
     if (dockerAvailable()) {
-      PostgreSQLContainer container = new PostgreSQLContainer("postgres:17-alpine");
+      PostgreSQLContainer container =
+          new PostgreSQLContainer("postgres:" + requestedMajor() + "-alpine");
       container.start();
       return new TestDatabase(
           container.getJdbcUrl(),
