@@ -137,11 +137,7 @@ class TornRunsTest extends ApiTestBase {
     victimDiesWhileThePeerReports(peer, List.of(), List.of(torn));
 
     assertEquals(0, events(torn, "step_completed"));
-    assertEquals(
-        0,
-        Db.number(
-            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
-            torn));
+    assertEquals(0, mends(torn));
     api.leave(peer).expect(204);
   }
 
@@ -237,11 +233,7 @@ class TornRunsTest extends ApiTestBase {
     // A mend now could write the event the peer is about to write: a log that completes a step
     // twice fails the run.
     assertEquals(0, events(run, "step_completed"));
-    assertEquals(
-        0,
-        Db.number(
-            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
-            run));
+    assertEquals(0, mends(run));
     api.leave(peer).expect(204);
   }
 
@@ -258,11 +250,7 @@ class TornRunsTest extends ApiTestBase {
     reaper.runOnce().await().indefinitely();
 
     assertEquals(0, events(run, "step_completed"));
-    assertEquals(
-        0,
-        Db.number(
-            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
-            run));
+    assertEquals(0, mends(run));
     api.leave(peer).expect(204);
   }
 
@@ -344,11 +332,7 @@ class TornRunsTest extends ApiTestBase {
         List.of("waiting"),
         Db.column("SELECT status::text FROM workflow.workflow_waits WHERE run_id = ?", torn),
         "rolled back once no one reports it and the engine wrote nothing for the fence");
-    assertEquals(
-        1,
-        Db.number(
-            "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
-            torn));
+    assertEquals(1, mends(torn));
     drain(peer);
     api.leave(peer).expect(204);
   }
@@ -397,6 +381,13 @@ class TornRunsTest extends ApiTestBase {
     api.heartbeat(peer, runs).expect(200);
     TimeTravel.leaseExpired(victim);
     reaper.runOnce().await().indefinitely();
+  }
+
+  /** How many torn writes of the run Rollcall's ledger says it repaired. */
+  private static long mends(String runId) {
+    return Db.number(
+        "SELECT count(*) FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
+        runId);
   }
 
   /** Every run the peer is handed out until nothing is left, each batch completed. */

@@ -38,9 +38,9 @@ public final class TestDatabase implements AutoCloseable {
   }
 
   /**
-   * The PostgreSQL major the build asks for (system property {@code postgres.test-major},
-   * set by the pom: 17, or an older one under a {@code -Ppg13}…{@code pg16} profile, which also
-   * picks the embedded binaries of that major).
+   * The PostgreSQL major the build asks for (system property {@code postgres.test-major}, set by
+   * the pom: 17, or an older one under a {@code -Ppg13}…{@code pg16} profile, which also picks the
+   * embedded binaries of that major).
    */
   public static int requestedMajor() {
     return Integer.getInteger("postgres.test-major", 17);
