@@ -24,10 +24,11 @@ import org.jboss.logging.Logger;
  * runs out, before the batch or the released queue locks are visible to anyone: the first delivery
  * after it already replays the mended log.
  *
- * <p>Which runs: those of a takeover (the owner is dead or gone) but the ones a live instance has
- * taken up or that are finished; and, in boot, sweep and manual passes, the runs handed out, which
- * the classification found owned by no live instance, untouched for the activity fence and with no
- * live wake path. Never a run a live process may be writing: its half-done write looks the same.
+ * <p>Which runs: those of a takeover (the owner is dead or gone) but the finished, and of those
+ * only the writes no live delivery can be making; and, in boot, sweep and manual passes, the runs
+ * handed out, which the classification found owned by no live instance, untouched for the activity
+ * fence and with no live wake path. Never a write a live process may be making: its half-done write
+ * looks the same.
  *
  * <p>Each mend is a ledger row ({@code torn-repaired}), a count ({@code rollcall.torn.repaired} by
  * the write) and a log line. A failure to mend is logged and counted, rolled back to a savepoint,
@@ -46,11 +47,15 @@ public class TornRuns {
     this.meters = meters;
   }
 
-  /** The runs of a takeover's verdicts that may be mended: all but the finished and the owned. */
+  /**
+   * The runs of a takeover's verdicts that may be mended: all but the finished, each in the epoch's
+   * hands as {@code owner-dead}. A run a live instance reports is among them: whether a live
+   * delivery may be writing it is the queue's to say, at the moment of the mend.
+   */
   static Map<String, String> ofTakeover(List<Verdict> verdicts) {
     Map<String, String> runs = new LinkedHashMap<>();
     for (Verdict v : verdicts) {
-      if (v.reason() != Reason.TERMINAL && v.reason() != Reason.OWNED_BY_LIVE_INSTANCE) {
+      if (v.reason() != Reason.TERMINAL) {
         runs.put(v.runId(), Reason.OWNER_DEAD.wire());
       }
     }
@@ -61,13 +66,14 @@ public class TornRuns {
   public record Scope(RunSource source, long epochId, UUID deadInstance) {}
 
   /**
-   * A takeover's mends. Every torn write of the runs of {@link #ofTakeover} that no process is
-   * delivering right now; in the others (a live instance reports them, or a worker holds one of
-   * their jobs) only the steps that none but the dead instance's deliveries (the jobs its workers
-   * held, {@code released}) started: a {@code Promise.all} runs each step in a delivery of its own,
-   * and the dead process's step stays torn while its siblings run on live replicas, but a step a
-   * live process started too may be that process's write half-way through. What is left waits for
-   * the takeover's re-check ({@link #recheck}).
+   * A takeover's mends: the torn writes of the runs of {@link #ofTakeover} that no live delivery
+   * can be making ({@link RunSource#mendTornUndelivered}). Every one of a run no process delivers
+   * right now, whoever last reported it (a report is a heartbeat old; a delivery holds its queue
+   * job locked); in a run a live process delivers (a peer runs a sibling step of a {@code
+   * Promise.all}, or took the run up a moment ago), only the steps that no live delivery started:
+   * the dead process's step stays torn while its siblings run on live replicas, but a step a live
+   * process started too may be that process's write half-way through. What is left waits for the
+   * takeover's re-check ({@link #recheck}).
    */
   public Uni<List<Mend>> takeover(
       SqlClient conn, Scope scope, List<Verdict> verdicts, List<QueueLocks.ReleasedLock> released) {
@@ -77,36 +83,7 @@ public class TornRuns {
                 .map(QueueLocks.ReleasedLock::messageId)
                 .filter(m -> m != null)
                 .toList());
-    RunSource source = scope.source();
-    Map<String, String> unowned = ofTakeover(verdicts);
-    if (!source.tearsWrites() || verdicts.isEmpty()) {
-      return Uni.createFrom().item(List.of());
-    }
-    return source
-        .executedNow(conn, unowned.keySet())
-        .chain(
-            busy -> {
-              Map<String, String> whole = new LinkedHashMap<>();
-              Map<String, String> shared = new LinkedHashMap<>();
-              unowned.forEach((run, why) -> (busy.contains(run) ? shared : whole).put(run, why));
-              for (Verdict v : verdicts) {
-                if (v.reason() == Reason.OWNED_BY_LIVE_INSTANCE) {
-                  shared.put(v.runId(), Reason.OWNER_DEAD.wire());
-                }
-              }
-              return mend(conn, scope, whole, null)
-                  .chain(
-                      mended ->
-                          shared.isEmpty() || deadDeliveries.isEmpty()
-                              ? Uni.createFrom().item(mended)
-                              : mend(conn, scope, shared, deadDeliveries)
-                                  .map(
-                                      steps -> {
-                                        List<Mend> all = new ArrayList<>(mended);
-                                        all.addAll(steps);
-                                        return all;
-                                      }));
-            });
+    return mend(conn, scope, ofTakeover(verdicts), deadDeliveries);
   }
 
   /**
@@ -269,7 +246,8 @@ public class TornRuns {
 
   /**
    * Mends the torn writes of {@code runs} (run id to the reason it is in the epoch's hands), only
-   * their steps written by {@code deliveries} unless that is null, and records each.
+   * those no live delivery can be making unless {@code deliveries} (the dead instance's) is null,
+   * and records each.
    */
   private Uni<List<Mend>> mend(
       SqlClient conn, Scope scope, Map<String, String> runs, DeadDeliveries deliveries) {
@@ -284,7 +262,7 @@ public class TornRuns {
             "mend_torn",
             (deliveries == null
                     ? source.mendTorn(conn, runs.keySet())
-                    : source.mendTornStepsOwnedBy(conn, runs.keySet(), deliveries))
+                    : source.mendTornUndelivered(conn, runs.keySet(), deliveries))
                 .call(mends -> ledger.tornRepaired(conn, scope, runs, mends)),
             e -> failed(source, epochId, runs.size(), e))
         .map(found -> found.orElse(List.of()))

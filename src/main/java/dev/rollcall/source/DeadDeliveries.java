@@ -4,9 +4,8 @@ import java.util.List;
 
 /**
  * What a dead instance's workers were delivering when it died: the message ids of the queue jobs
- * whose locks its takeover released. A step whose every start (since its last retry) names one of
- * them as its inline owner has no live writer: no live delivery started it, and a step is written
- * only by a delivery that started it.
+ * whose locks its takeover released. A start of a step that names one of them as its inline owner
+ * is no live process's: a step is written only by a delivery that started it.
  *
  * @param messageIds the released jobs' message ids
  */
@@ -14,10 +13,5 @@ public record DeadDeliveries(List<String> messageIds) {
 
   public DeadDeliveries {
     messageIds = List.copyOf(messageIds);
-  }
-
-  /** True when no delivery is known, so nothing of a live-owned run can be mended. */
-  public boolean isEmpty() {
-    return messageIds.isEmpty();
   }
 }

@@ -131,20 +131,11 @@ public interface RunSource {
   }
 
   /**
-   * Those of these runs that a process is delivering right now: one of their queue jobs is locked
-   * by a worker. A takeover asks after it released the dead instance's locks, so such a run may be
-   * under a live process's hands although no live instance has reported it yet. A source without a
-   * queue knows of none.
+   * {@link #mendTorn} for a takeover's runs, some of which a live process may execute too: only the
+   * torn writes no live delivery can be making (the engine's queue shows which deliveries are under
+   * way; {@code deliveries} are the dead instance's, whose locks the takeover released).
    */
-  default Uni<java.util.Set<String>> executedNow(SqlClient client, Collection<String> runIds) {
-    return Uni.createFrom().item(java.util.Set.of());
-  }
-
-  /**
-   * Repairs only the torn steps of these runs that no one but the dead instance's {@code
-   * deliveries} started, in runs a live process may execute too; see {@link #mendTorn}.
-   */
-  default Uni<List<Mend>> mendTornStepsOwnedBy(
+  default Uni<List<Mend>> mendTornUndelivered(
       SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {
     return Uni.createFrom().item(List.of());
   }

@@ -39,7 +39,7 @@ public final class WorldPostgresSource implements RunSource {
     this.queue = queue;
     this.engine = Sql.ident(runs.schema());
     this.jobPrefix = jobPrefix;
-    this.tears = new WorldPostgresTears(engine);
+    this.tears = new WorldPostgresTears(engine, wakeTasks(), jobPrefix + "steps");
   }
 
   /** The engine's schema. */
@@ -355,35 +355,9 @@ public final class WorldPostgresSource implements RunSource {
   }
 
   @Override
-  public Uni<java.util.Set<String>> executedNow(SqlClient client, Collection<String> runIds) {
-    if (runIds.isEmpty()) {
-      return Uni.createFrom().item(java.util.Set.of());
-    }
-    // Every locked job of these runs, whoever holds it: run in a takeover after the dead
-    // instance's locks were released, so each is a delivery some other process has under way (or
-    // one whose process is dead and not yet declared: its runs wait for the re-check all the
-    // same). graphile-worker keeps no index on the lock columns: this reads the wake tasks' jobs,
-    // as the takeover's classification does.
-    return client
-        .preparedQuery(
-            "SELECT DISTINCT rollcall.engine_job_run_id(j.payload) AS run_id"
-                + " FROM graphile_worker._private_jobs j"
-                + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
-                + " WHERE j.locked_by IS NOT NULL AND t.identifier = ANY($2::text[])"
-                + " AND rollcall.engine_job_run_id(j.payload) = ANY($1::text[])")
-        .execute(Tuple.of(runIds.toArray(String[]::new), wakeTasks()))
-        .map(
-            rows -> {
-              java.util.Set<String> runs = new java.util.HashSet<>();
-              rows.forEach(r -> runs.add(r.getString("run_id")));
-              return runs;
-            });
-  }
-
-  @Override
-  public Uni<List<Mend>> mendTornStepsOwnedBy(
+  public Uni<List<Mend>> mendTornUndelivered(
       SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {
-    return tears.mendOwnedSteps(client, runIds, deliveries);
+    return tears.mendUndelivered(client, runIds, deliveries);
   }
 
   @Override

@@ -41,9 +41,18 @@ import java.util.List;
 final class WorldPostgresTears {
 
   private final String engine;
+  private final String[] wakeTasks;
+  private final String stepsTask;
 
-  WorldPostgresTears(String quotedSchema) {
+  /**
+   * @param quotedSchema the engine's schema, quoted
+   * @param wakeTasks the queue tasks whose jobs deliver a run's messages
+   * @param stepsTask the one of them that carries only step messages (the 4.x line's)
+   */
+  WorldPostgresTears(String quotedSchema, String[] wakeTasks, String stepsTask) {
     this.engine = quotedSchema;
+    this.wakeTasks = wakeTasks.clone();
+    this.stepsTask = stepsTask;
   }
 
   /** The torn writes of these runs, mended; empty when there are none (the usual answer). */
@@ -53,12 +62,13 @@ final class WorldPostgresTears {
     }
     String[] ids = runIds.toArray(String[]::new);
     return lockRuns(client, ids)
-        .chain(() -> client.preparedQuery(tornStepsSql(false)).execute(Tuple.of((Object) ids)))
+        .chain(
+            () -> client.preparedQuery(tornStepsSql(false, true)).execute(Tuple.of((Object) ids)))
         .chain(steps -> each(client, steps, this::mendStep))
         .chain(
             mended ->
                 client
-                    .preparedQuery(tornWaitsSql())
+                    .preparedQuery(tornWaitsSql(false, true))
                     .execute(Tuple.of((Object) ids))
                     .chain(waits -> each(client, waits, this::mendWait))
                     .map(
@@ -70,27 +80,72 @@ final class WorldPostgresTears {
   }
 
   /**
-   * The torn steps of these runs that only the dead instance's {@code deliveries} started, mended;
-   * nothing else of the runs. For runs a live process may be executing too (a live instance reports
-   * them, or a worker holds one of their jobs). A step is written only by a delivery that started
-   * it ({@code step_started} first, then the row, then its event), so a step whose every start
-   * since its last retry names one of the dead deliveries as its inline owner (the 5.0 line) has no
-   * live writer. A start that names no owner (a step's own message, or the 4.x line) cannot be told
-   * from a live process's: the engine may queue a step again while the dead delivery holds it, and
-   * a live peer then runs it beside. Such a step waits for the takeover's re-check, once no live
-   * instance reports the run and the engine has written nothing to it for the activity fence.
+   * The torn writes of these runs that no live delivery can be making, mended: a takeover's, for
+   * the runs the dead instance held, inside the transaction that released its queue locks. A live
+   * instance may execute some of them too (a peer runs a sibling step of a {@code Promise.all}, or
+   * took the run up a moment ago), and a live process's write half-way through looks just like a
+   * tear. Every torn write is made inside a delivery, which holds its queue job locked from before
+   * its first write until after its last, and the engine refuses to start a step whose row is
+   * terminal. So, read in the same snapshot as the torn rows (a second statement could see a writer
+   * that was half-way through as finished and gone):
+   *
+   * <ul>
+   *   <li>a run none of whose jobs is locked (the dead instance's were unlocked in this very
+   *       transaction) has no live writer: every torn write of it is mended, whoever reports it;
+   *   <li>in a run with a locked job, only steps: every start since the step's last retry that
+   *       names an inline owner (the 5.0 line stamps the delivering message's id) names one of the
+   *       dead instance's {@code deliveries}, and if a start names none (a step's own message:
+   *       every 4.x step, a 5.0 {@code Promise.all} step), no locked job names the step (a step
+   *       task's job whose step cannot be read names every step of its run). A wait, written by any
+   *       delivery of its run, waits for the takeover's re-check.
+   * </ul>
    */
-  Uni<List<Mend>> mendOwnedSteps(
+  Uni<List<Mend>> mendUndelivered(
       SqlClient client, Collection<String> runIds, DeadDeliveries deliveries) {
-    if (runIds.isEmpty() || deliveries.isEmpty()) {
+    if (runIds.isEmpty()) {
       return Uni.createFrom().item(List.of());
     }
     String[] ids = runIds.toArray(String[]::new);
     String[] owners = deliveries.messageIds().toArray(String[]::new);
     return lockRuns(client, ids)
         .chain(
-            () -> client.preparedQuery(tornStepsSql(true)).execute(Tuple.of((Object) ids, owners)))
-        .chain(steps -> each(client, steps, this::mendStep));
+            () ->
+                client
+                    .preparedQuery(lockedJobs(3) + tornStepsSql(true, true))
+                    .execute(Tuple.of(ids, owners, wakeTasks, stepsTask)))
+        .chain(steps -> each(client, steps, this::mendStep))
+        .chain(
+            mended ->
+                client
+                    .preparedQuery(lockedJobs(2) + tornWaitsSql(true, true))
+                    .execute(Tuple.of(ids, wakeTasks, stepsTask))
+                    .chain(waits -> each(client, waits, this::mendWait))
+                    .map(
+                        more -> {
+                          List<Mend> all = new ArrayList<>(mended);
+                          all.addAll(more);
+                          return all;
+                        }));
+  }
+
+  /**
+   * The queue's deliveries under way, as a {@code locked} CTE of the statement that follows (so in
+   * its snapshot): the run and the step (of a step message; {@code '*'} for a step task's job whose
+   * step cannot be read) of every locked job of the wake tasks (parameter {@code $n}; the step task
+   * {@code $n+1}). graphile-worker keeps no index on the lock columns: this reads the queue's jobs
+   * once, as the takeover's classification does.
+   */
+  private static String lockedJobs(int n) {
+    return "WITH locked AS MATERIALIZED (SELECT rollcall.engine_job_run_id(j.payload) AS run_id,"
+        + " coalesce(rollcall.engine_job_step_id(j.payload),"
+        + "   CASE WHEN t.identifier = $"
+        + (n + 1)
+        + " THEN '*' END) AS step_id"
+        + " FROM graphile_worker._private_jobs j"
+        + " JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+        + " WHERE j.locked_by IS NOT NULL AND t.identifier = ANY($"
+        + n
+        + "::text[])) ";
   }
 
   /**
@@ -107,7 +162,7 @@ final class WorldPostgresTears {
             "SELECT a.run_id FROM ("
                 + tornStepsSql(false, false)
                 + ") a UNION SELECT b.run_id FROM ("
-                + tornWaitsSql(false)
+                + tornWaitsSql(false, false)
                 + ") b")
         .execute(Tuple.of((Object) runIds.toArray(String[]::new)))
         .map(
@@ -137,12 +192,22 @@ final class WorldPostgresTears {
    * step_started} is in the log, locked; with what the event needs: the step's name, the run's
    * workflow name, the row's output or error, the spec version of the step's latest start (the
    * process that tore the write wrote that one), the run's newest event id and the database's time.
+   * {@code undelivered}: only those no live delivery can be writing, read beside the {@link
+   * #lockedJobs} CTE, the dead deliveries' message ids in $2 (see {@link #mendUndelivered}).
    */
-  String tornStepsSql(boolean ownedBy) {
-    return tornStepsSql(ownedBy, true);
-  }
-
-  private String tornStepsSql(boolean ownedBy, boolean lock) {
+  private String tornStepsSql(boolean undelivered, boolean lock) {
+    // The id of the step's last step_retrying ('' when none): starts before it are over.
+    String sinceRetry =
+        " AND o.id > coalesce((SELECT max(rt.id) FROM "
+            + engine
+            + ".workflow_events rt WHERE rt.correlation_id = s.step_id"
+            + " AND rt.run_id = s.run_id AND rt.type = 'step_retrying'), '')";
+    String starts =
+        "SELECT 1 FROM "
+            + engine
+            + ".workflow_events o WHERE o.correlation_id = s.step_id AND o.run_id = s.run_id"
+            + " AND o.type = 'step_started'"
+            + sinceRetry;
     return "SELECT s.run_id, s.step_id, s.step_name, s.status::text AS status, s.output_cbor,"
         + " s.error_cbor, r.name AS workflow_name, st.spec_version,"
         + " (SELECT max(e.id) FROM "
@@ -159,40 +224,38 @@ final class WorldPostgresTears {
         + ".workflow_events e WHERE e.correlation_id = s.step_id AND e.run_id = s.run_id"
         + "   AND e.type = 'step_started' ORDER BY e.id DESC LIMIT 1) st ON true"
         + " WHERE s.run_id = ANY($1::text[]) AND s.status IN ('completed', 'failed')"
-        // Only steps that no one but the dead deliveries ($2) started since the step's last
-        // retry: a start with another owner, or none, may be a live process's, which may be
-        // between the row and the event this very moment (a mend then would write the event
-        // twice, and the runtime fails a run whose log completes a step twice).
-        + (ownedBy
-            ? " AND NOT EXISTS (SELECT 1 FROM "
-                + engine
-                + ".workflow_events o WHERE o.correlation_id = s.step_id AND o.run_id = s.run_id"
-                + "   AND o.type = 'step_started'"
-                + "   AND o.id > coalesce((SELECT max(rt.id) FROM "
-                + engine
-                + ".workflow_events rt WHERE rt.correlation_id = s.step_id"
-                + "     AND rt.run_id = s.run_id AND rt.type = 'step_retrying'), '')"
-                + "   AND coalesce(rollcall.cbor_text(o.payload_cbor, 'ownerMessageId'), '')"
-                + "     <> ALL($2::text[]))"
-            : "")
         + " AND r.status IN ('pending', 'running')"
         + " AND NOT EXISTS (SELECT 1 FROM "
         + engine
         + ".workflow_events e WHERE e.correlation_id = s.step_id AND e.run_id = s.run_id"
         + "   AND e.type IN ('step_completed', 'step_failed'))"
+        // Races with live writers, decided in this one snapshot: a writer half-way through holds
+        // its job locked, so a run with no locked job has none; else a start that names another
+        // owner than the dead deliveries ($2) is a live process's, and a start that names none
+        // may be that of the delivery of any locked job that names the step. A mend beside a live
+        // writer writes the event twice, and the runtime fails a run whose log completes a step
+        // twice.
+        + (undelivered
+            ? " AND (NOT EXISTS (SELECT 1 FROM locked l WHERE l.run_id = s.run_id)"
+                + "  OR (NOT EXISTS ("
+                + starts
+                + "      AND rollcall.cbor_text(o.payload_cbor, 'ownerMessageId') <> ALL($2::text[]))"
+                + "    AND (NOT EXISTS ("
+                + starts
+                + "        AND rollcall.cbor_text(o.payload_cbor, 'ownerMessageId') IS NULL)"
+                + "      OR NOT EXISTS (SELECT 1 FROM locked l WHERE l.run_id = s.run_id"
+                + "        AND l.step_id IN (s.step_id, '*')))))"
+            : "")
         + (lock ? " ORDER BY s.run_id, s.step_id FOR UPDATE OF s" : "");
   }
 
   /**
    * Wait rows of active runs that the log does not explain, locked: a waiting wait without its
    * {@code wait_created}, a completed one without its {@code wait_completed}. A wait's id is its
-   * run's id, a dash and the correlation id of its events.
+   * run's id, a dash and the correlation id of its events. {@code undelivered}: only those of runs
+   * with no locked job in the {@link #lockedJobs} CTE (any delivery of a run may write its waits).
    */
-  String tornWaitsSql() {
-    return tornWaitsSql(true);
-  }
-
-  private String tornWaitsSql(boolean lock) {
+  private String tornWaitsSql(boolean undelivered, boolean lock) {
     return "SELECT w.run_id, w.wait_id, w.status::text AS status,"
         + " substr(w.wait_id, length(w.run_id) + 2) AS correlation_id"
         + " FROM "
@@ -207,6 +270,11 @@ final class WorldPostgresTears {
         + "   AND e.run_id = w.run_id"
         + "   AND e.type = CASE w.status::text WHEN 'waiting' THEN 'wait_created'"
         + "     ELSE 'wait_completed' END)"
+        + (undelivered
+            ? " AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.run_id = w.run_id)"
+                // $2 is the step query's; named here too so that both take one tuple.
+                + " AND cardinality($2::text[]) >= 0"
+            : "")
         + (lock ? " ORDER BY w.run_id, w.wait_id FOR UPDATE OF w" : "");
   }
 
@@ -312,8 +380,7 @@ final class WorldPostgresTears {
   }
 
   /** One repair after another on the transaction's connection, in the rows' order. */
-  private static Uni<List<Mend>> each(
-      SqlClient client, io.vertx.mutiny.sqlclient.RowSet<Row> rows, Repair repair) {
+  private static Uni<List<Mend>> each(SqlClient client, Iterable<Row> rows, Repair repair) {
     List<Row> list = new ArrayList<>();
     rows.forEach(list::add);
     if (list.isEmpty()) {

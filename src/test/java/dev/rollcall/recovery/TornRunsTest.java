@@ -130,14 +130,41 @@ class TornRunsTest extends ApiTestBase {
   }
 
   @Test
-  void aRunALiveInstanceExecutesIsNotMendedByTheTakeoverOfItsOldOwner() throws Exception {
+  void aRunALiveInstanceDeliversIsNotMendedByTheTakeoverOfItsOldOwner() throws Exception {
     Instance peer = bootedPeer();
-    String torn = beta.tornStepCompleted();
-    // The live peer has taken the run up: its half-done write would look just the same.
-    victimDiesWhileThePeerReports(peer, List.of(), List.of(torn));
+    String peerWorker = "worker-peer-" + deploy;
+    // The live peer has taken the runs up: its delivery started the step and is between the row
+    // and the event; another of its deliveries replays the run with the torn wait (any delivery of
+    // a run may write its waits). Its half-done writes look just the same as tears.
+    String step = beta.tornStepCompletedLockedBy(peerWorker);
+    String wait = beta.tornWaitCompleted();
+    beta.deliveringBy(wait, peerWorker);
+    victimDiesWhileThePeerReports(peer, List.of(), List.of(step, wait));
 
-    assertEquals(0, events(torn, "step_completed"));
-    assertEquals(0, mends(torn));
+    assertEquals(0, events(step, "step_completed"));
+    assertEquals(
+        List.of("completed"),
+        Db.column("SELECT status::text FROM workflow.workflow_waits WHERE run_id = ?", wait));
+    assertEquals(0, mends(step) + mends(wait));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aRunALiveInstanceReportedButNoLongerDeliversIsMendedByTheTakeover() throws Exception {
+    Instance peer = bootedPeer();
+    String step = beta.tornStepCompleted();
+    String wait = beta.tornWaitCompleted();
+    // The peer's report is a heartbeat old: none of the runs' jobs is locked, so no delivery of
+    // them is under way (a delivery holds its job locked from before its first write until after
+    // its last), and no one is writing them.
+    victimDiesWhileThePeerReports(peer, List.of(), List.of(step, wait));
+
+    assertEquals(1, events(step, "step_completed"));
+    assertEquals(
+        List.of("waiting"),
+        Db.column("SELECT status::text FROM workflow.workflow_waits WHERE run_id = ?", wait));
+    assertEquals(1, mends(step));
+    assertEquals(1, mends(wait));
     api.leave(peer).expect(204);
   }
 
@@ -148,7 +175,8 @@ class TornRunsTest extends ApiTestBase {
     // A Promise.all: the victim ran one step inline (its job still locked by the victim's worker)
     // and died between the step's two writes; the peer runs a sibling step of the same run.
     String torn = beta.tornStepCompletedLockedBy(worker);
-    String notOurs = beta.tornStepCompleted();
+    // And a step a live peer's delivery started inline and is writing: the row, not yet the event.
+    String notOurs = beta.tornStepCompletedLockedBy("worker-peer-" + deploy);
     victimDiesWhileThePeerReports(peer, List.of(worker), List.of(torn, notOurs));
 
     assertEquals(1, events(torn, "step_completed"));
@@ -157,8 +185,8 @@ class TornRunsTest extends ApiTestBase {
         Db.column(
             "SELECT reason FROM rollcall.ledger WHERE run_id = ? AND outcome = 'torn-repaired'",
             torn));
-    // A torn step of a live-owned run that no message of the victim owned is left alone: a live
-    // process may be writing it.
+    // A torn step of a live-owned run that a live message started is left alone: its live process
+    // may be writing it.
     assertEquals(0, events(notOurs, "step_completed"));
     // Neither run is re-driven while the live peer reports it: it may be replaying it right now.
     TimeTravel.deferredAnHourAgo(torn);
@@ -178,8 +206,7 @@ class TornRunsTest extends ApiTestBase {
   }
 
   @Test
-  void theDeadOwnersStepRunByItsOwnMessageIsMendedOnceNoLivePeerReportsTheRunAndItIsQuiet()
-      throws Exception {
+  void theDeadOwnersStepRunByItsOwnMessageIsMendedAtTheTakeoverWhenNoDeliveryOfItIsUnderWay() {
     Instance peer = bootedPeer();
     String worker = "worker-" + deploy;
     // A Promise.all's step delivered as a message of its own (its start names no inline owner),
@@ -187,8 +214,53 @@ class TornRunsTest extends ApiTestBase {
     String torn = beta.tornStepCompletedByItsMessageLockedBy(worker);
     victimDiesWhileThePeerReports(peer, List.of(worker), List.of(torn));
 
-    // A start that names no owner cannot be told from a live process's start of the same step.
-    assertEquals(0, events(torn, "step_completed"), "not mended beside a live peer");
+    // No job that runs the step is locked once the victim's are released: no live delivery started
+    // it, so the takeover rolls it forward at once instead of after the re-check and its fence.
+    assertEquals(1, events(torn, "step_completed"));
+    assertEquals(1, mends(torn));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aFourXStepTornByItsDeadJobIsMendedAtTheTakeoverBesideALivePeer() {
+    Instance peer = bootedPeer();
+    String worker = "worker-" + deploy;
+    // The 4.x line runs every step by a job of the step task; no start names an owner.
+    String torn = stable.tornStepCompletedByItsMessageLockedBy(worker);
+    victimDiesWhileThePeerReports(peer, List.of(worker), List.of(torn));
+
+    assertEquals(1, events(torn, "step_completed"));
+    assertEquals(1, mends(torn));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void aFourXStepAPeersJobHoldsAgainIsNotMendedBesideIt() {
+    Instance peer = bootedPeer();
+    String torn =
+        stable.tornStepCompletedByItsMessageWhileAPeerHoldsItAgain(
+            "worker-" + deploy, "worker-peer-" + deploy);
+    victimDiesWhileThePeerReports(peer, List.of("worker-" + deploy), List.of(torn));
+
+    assertEquals(0, events(torn, "step_completed"), "the peer's delivery may be writing it");
+    assertEquals(0, mends(torn));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
+  void theDeadOwnersStepALivePeerHoldsAgainIsMendedOnceNoLivePeerReportsTheRunAndItIsQuiet()
+      throws Exception {
+    Instance peer = bootedPeer();
+    String worker = "worker-" + deploy;
+    // A Promise.all's step delivered as a message of its own (its start names no inline owner),
+    // executed by the victim's worker, torn between the row and the event; the runtime queued the
+    // step again meanwhile, and a peer's worker holds that job.
+    String torn =
+        beta.tornStepCompletedByItsMessageWhileAPeerHoldsItAgain(worker, "worker-peer-" + deploy);
+    victimDiesWhileThePeerReports(peer, List.of(worker), List.of(torn));
+
+    // The row may be the peer's delivery's write half-way through: no event says whose it is.
+    assertEquals(0, events(torn, "step_completed"), "not mended beside a live delivery");
     TimeTravel.deferredAnHourAgo(torn);
     assertEquals(List.of(), drain(peer), "not while the live peer reports it");
     // No job of the run can wake it soon (its message ran out of attempts; only the engine's
@@ -227,7 +299,7 @@ class TornRunsTest extends ApiTestBase {
     String worker = "worker-" + deploy;
     // The victim's step message started the step, then a live peer started it again by a message
     // of its own; the row is completed, its event not written yet: it may be the peer's.
-    String run = beta.tornStepCompletedStartedAgainByAPeer(worker);
+    String run = beta.tornStepCompletedStartedAgainByAPeer(worker, "worker-peer-" + deploy);
     victimDiesWhileThePeerReports(peer, List.of(worker), List.of(run));
 
     // A mend now could write the event the peer is about to write: a log that completes a step
@@ -313,7 +385,8 @@ class TornRunsTest extends ApiTestBase {
   void aTornWaitInARunAPeerStillReportedIsMendedOnceNoneDoesAndTheRunIsQuiet() {
     Instance peer = bootedPeer();
     String torn = beta.tornWaitCompleted();
-    // The peer's report is a heartbeat old, say: the takeover cannot tell whose the wait row is.
+    // The peer delivers the run: the takeover cannot tell whose the wait row is.
+    beta.deliveringBy(torn, "worker-peer-" + deploy);
     victimDiesWhileThePeerReports(peer, List.of(), List.of(torn));
     assertEquals(
         List.of("completed"),

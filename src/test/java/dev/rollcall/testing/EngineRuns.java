@@ -268,29 +268,29 @@ public final class EngineRuns {
   }
 
   /**
-   * {@link #tornStepCompletedByItsMessageLockedBy}, except that after the dead delivery started the
-   * step, a live peer started it again by a message of its own (the runtime's concurrent replays
-   * queue a step again while a delivery holds it): the completed row without its event may be the
-   * peer's write half-way through.
+   * {@link #tornStepCompletedByItsMessageWhileAPeerHoldsItAgain}, and the peer's delivery has
+   * started the step too (after the dead delivery did): the completed row without its event may be
+   * the peer's write half-way through.
    */
-  public String tornStepCompletedStartedAgainByAPeer(String workerId) {
+  public String tornStepCompletedStartedAgainByAPeer(String workerId, String peerWorkerId) {
     return seed(
         (s, runId) -> {
           s.createRun(runId);
           s.startRun(runId);
           String step = s.createStep(runId);
-          long job = s.addStepMessageJob(runId, step);
-          s.lock(job, workerId);
+          s.lock(stepJob(s, runId, step), workerId);
           s.startStep(runId, step, null);
+          s.lock(stepJob(s, runId, step), peerWorkerId);
           s.startStep(runId, step, null);
           s.tearStep(runId, step, "completed");
         });
   }
 
   /**
-   * The 5.0 line's {@link #tornStepCompleted()} of a step run by its own message (no inline owner
-   * in its {@code step_started}), whose job {@code workerId} still holds: the job's key is the
-   * step's id and its body names the step, as the runtime queues a step of a {@code Promise.all}.
+   * {@link #tornStepCompleted()} of a step run by its own message (no inline owner in its {@code
+   * step_started}), whose job {@code workerId} still holds: on the 5.0 line the job's key is the
+   * step's id and its body names the step, as the runtime queues a step of a {@code Promise.all};
+   * on the 4.x line the job is on the step task, as every step is.
    */
   public String tornStepCompletedByItsMessageLockedBy(String workerId) {
     return seed(
@@ -298,11 +298,42 @@ public final class EngineRuns {
           s.createRun(runId);
           s.startRun(runId);
           String step = s.createStep(runId);
-          long job = s.addStepMessageJob(runId, step);
-          s.lock(job, workerId);
+          s.lock(stepJob(s, runId, step), workerId);
           s.startStep(runId, step, null);
           s.tearStep(runId, step, "completed");
         });
+  }
+
+  /**
+   * {@link #tornStepCompletedByItsMessageLockedBy}, and the step queued again while that delivery
+   * held it (the runtime's concurrent replays do): the queue gave the new message a job of its own,
+   * which a peer's worker {@code peerWorkerId} holds. Whose the completed row is, no event says.
+   */
+  public String tornStepCompletedByItsMessageWhileAPeerHoldsItAgain(
+      String workerId, String peerWorkerId) {
+    return seed(
+        (s, runId) -> {
+          s.createRun(runId);
+          s.startRun(runId);
+          String step = s.createStep(runId);
+          s.lock(stepJob(s, runId, step), workerId);
+          s.startStep(runId, step, null);
+          s.lock(stepJob(s, runId, step), peerWorkerId);
+          s.tearStep(runId, step, "completed");
+        });
+  }
+
+  /** A job of a message that runs {@code step}, queued as this engine line queues one. */
+  private long stepJob(Seeder s, String runId, String step) throws SQLException {
+    if (!version.hasStepTask()) {
+      return s.addStepMessageJob(runId, step);
+    }
+    String messageId = "msg_" + ulid();
+    String body =
+        json(
+            Map.of("workflowName", workflowName, "workflowRunId", runId, "stepId", step),
+            List.of("workflowName", "workflowRunId", "stepId"));
+    return s.addJob(jobPrefix + "steps", messageId, stepName(), body, 1, null, messageId);
   }
 
   /**
@@ -391,6 +422,14 @@ public final class EngineRuns {
           long job = s.addFlowsJob(runId, "msg_" + ulid(), 1, null);
           s.lock(job, workerId);
         });
+  }
+
+  /**
+   * A delivery of {@code runId} under way: a workflow message's job of the run that {@code
+   * workerId} holds, as a live process that took the run up does.
+   */
+  public void deliveringBy(String runId, String workerId) {
+    seedOn(runId, (s, run) -> s.lock(s.addFlowsJob(run, "msg_" + ulid(), 1, null), workerId));
   }
 
   /**
@@ -504,7 +543,10 @@ public final class EngineRuns {
   }
 
   private String seed(Writes writes) {
-    String runId = newRunId();
+    return seedOn(newRunId(), writes);
+  }
+
+  private String seedOn(String runId, Writes writes) {
     try (Connection c = db.connect()) {
       c.setAutoCommit(false);
       try {
