@@ -71,12 +71,7 @@ final class WorldPostgresTears {
                     .preparedQuery(tornWaitsSql(false, true))
                     .execute(Tuple.of((Object) ids))
                     .chain(waits -> each(client, waits, this::mendWait))
-                    .map(
-                        more -> {
-                          List<Mend> all = new ArrayList<>(mended);
-                          all.addAll(more);
-                          return all;
-                        }));
+                    .map(more -> concat(mended, more)));
   }
 
   /**
@@ -120,12 +115,7 @@ final class WorldPostgresTears {
                     .preparedQuery(lockedJobs(2) + tornWaitsSql(true, true))
                     .execute(Tuple.of(ids, wakeTasks, stepsTask))
                     .chain(waits -> each(client, waits, this::mendWait))
-                    .map(
-                        more -> {
-                          List<Mend> all = new ArrayList<>(mended);
-                          all.addAll(more);
-                          return all;
-                        }));
+                    .map(more -> concat(mended, more)));
   }
 
   /**
@@ -392,6 +382,12 @@ final class WorldPostgresTears {
         .transformToUniAndConcatenate(r -> repair.apply(client, r))
         .collect()
         .asList();
+  }
+
+  private static List<Mend> concat(List<Mend> first, List<Mend> then) {
+    List<Mend> all = new ArrayList<>(first);
+    all.addAll(then);
+    return all;
   }
 
   private static byte[] bytes(Row row, String column) {

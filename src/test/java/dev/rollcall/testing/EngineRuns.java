@@ -273,17 +273,7 @@ public final class EngineRuns {
    * the peer's write half-way through.
    */
   public String tornStepCompletedStartedAgainByAPeer(String workerId, String peerWorkerId) {
-    return seed(
-        (s, runId) -> {
-          s.createRun(runId);
-          s.startRun(runId);
-          String step = s.createStep(runId);
-          s.lock(stepJob(s, runId, step), workerId);
-          s.startStep(runId, step, null);
-          s.lock(stepJob(s, runId, step), peerWorkerId);
-          s.startStep(runId, step, null);
-          s.tearStep(runId, step, "completed");
-        });
+    return tornStepByItsMessage(workerId, peerWorkerId, true);
   }
 
   /**
@@ -293,15 +283,7 @@ public final class EngineRuns {
    * on the 4.x line the job is on the step task, as every step is.
    */
   public String tornStepCompletedByItsMessageLockedBy(String workerId) {
-    return seed(
-        (s, runId) -> {
-          s.createRun(runId);
-          s.startRun(runId);
-          String step = s.createStep(runId);
-          s.lock(stepJob(s, runId, step), workerId);
-          s.startStep(runId, step, null);
-          s.tearStep(runId, step, "completed");
-        });
+    return tornStepByItsMessage(workerId, null, false);
   }
 
   /**
@@ -311,6 +293,15 @@ public final class EngineRuns {
    */
   public String tornStepCompletedByItsMessageWhileAPeerHoldsItAgain(
       String workerId, String peerWorkerId) {
+    return tornStepByItsMessage(workerId, peerWorkerId, false);
+  }
+
+  /**
+   * A step started by its own message, whose job {@code workerId} holds; then queued again for
+   * {@code peerWorkerId} (unless null), whose delivery started it too if {@code peerStarted}; its
+   * row completed, no event.
+   */
+  private String tornStepByItsMessage(String workerId, String peerWorkerId, boolean peerStarted) {
     return seed(
         (s, runId) -> {
           s.createRun(runId);
@@ -318,7 +309,12 @@ public final class EngineRuns {
           String step = s.createStep(runId);
           s.lock(stepJob(s, runId, step), workerId);
           s.startStep(runId, step, null);
-          s.lock(stepJob(s, runId, step), peerWorkerId);
+          if (peerWorkerId != null) {
+            s.lock(stepJob(s, runId, step), peerWorkerId);
+            if (peerStarted) {
+              s.startStep(runId, step, null);
+            }
+          }
           s.tearStep(runId, step, "completed");
         });
   }
