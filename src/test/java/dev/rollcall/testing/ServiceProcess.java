@@ -42,6 +42,16 @@ public final class ServiceProcess implements AutoCloseable {
       String name, TestDatabase db, Map<String, String> settings, Duration readyWithin)
       throws IOException, InterruptedException {
     Path app = Path.of(System.getProperty("rollcall.app.dir", "target/quarkus-app"));
+    return start(name, db, settings, readyWithin, app);
+  }
+
+  /**
+   * As {@link #start(String, TestDatabase, Map, Duration)}, from the packaged application in {@code
+   * app} (a {@code quarkus-app} directory): another release's build, for instance.
+   */
+  public static ServiceProcess start(
+      String name, TestDatabase db, Map<String, String> settings, Duration readyWithin, Path app)
+      throws IOException, InterruptedException {
     Path jar = app.resolve("quarkus-run.jar");
     if (!Files.exists(jar)) {
       throw new IllegalStateException(jar + " is missing: run through 'mvnw verify'");
