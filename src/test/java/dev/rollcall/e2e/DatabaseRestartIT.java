@@ -299,8 +299,10 @@ class DatabaseRestartIT {
       System.out.printf("  a run start cut short by the restart: %s%n", notStarted.get());
     }
     round.startWithoutStop();
-    List<String> exited = restarts.replaceExited();
+    // The new deploy's replica first: if it exited with the database, it is started again too
+    // (without it, nobody of its deploy claims, and its pass waits for the stranded-pass grace).
     restarts.adopt(booting, fresh);
+    List<String> exited = restarts.replaceExited();
     round.measure(s(cluster).deadlineS());
     Measurement m =
         new Measurement("PostgreSQL restarted during a boot pass", s(cluster).deadlineS());
@@ -361,7 +363,8 @@ class DatabaseRestartIT {
       List<String> exited,
       Round round,
       List<Long> completed) {
-    List<String> liveDead = Outcomes.liveDeclaredDead(db, cluster, since);
+    List<String> liveDead = new ArrayList<>(Outcomes.liveDeclaredDead(db, cluster, since));
+    liveDead.addAll(deadWhileAlive(db, cluster, since));
     System.out.printf(
         "  runs of the round completed after the database was back up: p50 / p99 / max %s (%d of"
             + " %d; %d unfinished)%n",
@@ -371,6 +374,39 @@ class DatabaseRestartIT {
             + " %s; live instances declared dead: %d %s%n",
         exited, Outcomes.deathsByProof(db, since), liveDead.size(), liveDead);
     return liveDead.isEmpty() ? List.of() : List.of("live instances declared dead: " + liveDead);
+  }
+
+  /**
+   * Instances declared dead since {@code since} while their process was still running, though it
+   * has ended since (it exited with the database later, say): a replica's process ended after the
+   * death was declared, or has not ended. {@link Outcomes#liveDeclaredDead} sees only the processes
+   * alive at the end.
+   */
+  private static List<String> deadWhileAlive(TestDatabase db, Cluster cluster, String since) {
+    List<String> out = new ArrayList<>();
+    for (List<String> row :
+        db.rows(
+            "SELECT name, coalesce(end_reason, '-'),"
+                + " (extract(epoch FROM ended_at) * 1000)::bigint::text FROM rollcall.instances"
+                + " WHERE namespace = ? AND state = 'dead' AND ended_at >= ?::timestamptz",
+            NAMESPACE,
+            since)) {
+      long declared = Long.parseLong(row.get(2));
+      Long ended = cluster.endedAt.get(row.get(0));
+      boolean known = cluster.all.stream().anyMatch(r -> r.name().equals(row.get(0)));
+      boolean running =
+          cluster.all.stream().anyMatch(r -> r.name().equals(row.get(0)) && r.process().isAlive());
+      if (known && !running && ended != null && ended > declared) {
+        out.add(
+            row.get(0)
+                + " ("
+                + row.get(1)
+                + ", its process ended "
+                + (ended - declared)
+                + " ms after)");
+      }
+    }
+    return out;
   }
 
   /** The runs' completions after {@code at}, in ms from it, sorted. */

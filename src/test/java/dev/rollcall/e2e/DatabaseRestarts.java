@@ -76,6 +76,7 @@ final class DatabaseRestarts {
       throws InterruptedException {
     try {
       ExampleApp.Replica r = launched.join();
+      r.process().onExit(t -> cluster.endedAt.putIfAbsent(r.name(), t));
       overrides.put(r.name(), extra);
       cluster.adopt(r);
       return r;
