@@ -120,6 +120,23 @@ function tearOnPurpose(events) {
 }
 if (process.env.E2E_TEAR_ON_PURPOSE === '1') tearOnPurpose(world.events);
 
+// Test only (E2E_SURVIVE_DB_RESTART=1): world-postgres 5.0.0-beta.29's stream listener is a `pg`
+// Client holding a LISTEN with no 'error' listener, so a database restart (which ends every
+// session with 57P01) is an unhandled 'error' event and the process exits. With this set, that one
+// error is journaled and the process lives on, as it would on a world that handled it; any other
+// uncaught error still ends the process as Node would.
+if (process.env.E2E_SURVIVE_DB_RESTART === '1') {
+  process.on('uncaughtException', (error) => {
+    const code = error?.code;
+    if (code === '57P01' || String(error?.message ?? '').includes('Connection terminated')) {
+      journal('db-connection-lost', { code, message: String(error?.message ?? error) });
+      return;
+    }
+    console.error(error);
+    process.exit(1);
+  });
+}
+
 // Every message this process's runtime sends, journaled once the queue took it. A delivery that
 // hands its run on (the runtime re-schedules a replay that ran past its time) sends its
 // successor's message as its last act, and a peer may start that message a few milliseconds

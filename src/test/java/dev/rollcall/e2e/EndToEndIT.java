@@ -345,7 +345,8 @@ class EndToEndIT {
     final Random random;
     final List<ExampleApp.Replica> live = new ArrayList<>();
     final List<ExampleApp.Replica> all = new ArrayList<>();
-    final Map<String, Long> endedAt = new HashMap<>();
+    // Written by exit callbacks too (a replica stopped with SIGTERM, or one that exits by itself).
+    final Map<String, Long> endedAt = new java.util.concurrent.ConcurrentHashMap<>();
     private int started;
 
     Cluster(TestDatabase db, Map<String, String> env, Settings settings, String prefix) {
@@ -370,17 +371,32 @@ class EndToEndIT {
      */
     ExampleApp.Replica start(Map<String, String> overrides, boolean awaitRegistration)
         throws InterruptedException {
+      ExampleApp.Replica r = launch(overrides);
+      if (awaitRegistration) {
+        awaitRegistered(r.name());
+      }
+      adopt(r);
+      return r;
+    }
+
+    /**
+     * Starts one more replica with {@code overrides} on top of the cluster's environment, without
+     * counting it among the cluster's replicas yet ({@link #adopt}): it may be started on another
+     * thread while this one drives the cluster.
+     */
+    synchronized ExampleApp.Replica launch(Map<String, String> overrides)
+        throws InterruptedException {
       Map<String, String> e = new HashMap<>(env);
       e.putAll(overrides);
       String name = "e2e-" + prefix + "-app-" + started++;
       e.put("ROLLCALL_NAME", name);
-      ExampleApp.Replica r = ExampleApp.start(settings.line(), name, db, e);
-      if (awaitRegistration) {
-        awaitRegistered(name);
-      }
+      return ExampleApp.start(settings.line(), name, db, e);
+    }
+
+    /** Counts a replica {@link #launch}ed among the cluster's live replicas. */
+    void adopt(ExampleApp.Replica r) {
       live.add(r);
       all.add(r);
-      return r;
     }
 
     /**
@@ -595,6 +611,20 @@ class EndToEndIT {
      * SIGKILL ({@code kill}) or SIGTERM.
      */
     void stop(boolean kill) throws InterruptedException {
+      stop(kill, () -> {});
+    }
+
+    /** What a scenario does to the cluster at the very moment a replica is stopped. */
+    @FunctionalInterface
+    interface AtStop {
+      void run() throws InterruptedException;
+    }
+
+    /**
+     * As {@link #stop(boolean)}, running {@code atStop} right after the signal, before the round
+     * reads what the stopped replica held (a database restart, say).
+     */
+    void stop(boolean kill, AtStop atStop) throws InterruptedException {
       Thread.sleep(1_000 + cluster.random.nextInt(2_000));
       long until = System.currentTimeMillis() + 30_000;
       for (; ; ) {
@@ -624,8 +654,20 @@ class EndToEndIT {
         victim.process().terminate();
       }
       stoppedAtDb = cluster.db.column("SELECT localtimestamp::text").get(0);
+      atStop.run();
       cluster.live.remove(victim);
       held = openRuns(victim.name(), stoppedAt);
+      parked = parkedRuns();
+    }
+
+    /**
+     * A round whose replicas all stay (something else is done to the cluster): the measurement
+     * starts now, no run is held by a stopped replica, and {@link #measure} waits for every run.
+     */
+    void startWithoutStop() {
+      killMaxJobId = Long.parseLong(maxJobId());
+      stoppedAt = System.currentTimeMillis();
+      stoppedAtDb = cluster.db.column("SELECT localtimestamp::text").get(0);
       parked = parkedRuns();
     }
 
@@ -785,7 +827,7 @@ class EndToEndIT {
       // When each of its runs was picked up by another replica (a flow delivery or a step
       // started there): what recovery costs a run, apart from the work it still had to do.
       {
-        if (!kill) {
+        if (!kill && victim != null) {
           victim.process().waitFor(java.time.Duration.ofSeconds(30));
         }
         long worst = -1;
@@ -1060,7 +1102,7 @@ class EndToEndIT {
                   + " steps twice (%d after an earlier run had ended); %d jobs for its"
                   + " runs (%d backstops); %d double replays; %d parked runs given a job;"
                   + " %d unfinished",
-              victim.name(),
+              victim == null ? "no replica" : victim.name(),
               held.size(),
               parked.size(),
               completedMs >= 0

@@ -78,7 +78,7 @@ class RollcallOutageIT {
           Round round = cluster.round(0);
 
           // Rollcall goes away.
-          String awayAt = now(db);
+          String awayAt = Outcomes.now(db);
           long awayMs = System.currentTimeMillis();
           services.stopAll();
           // An old replica dies while it executes steps; the deploy rolls on.
@@ -96,7 +96,7 @@ class RollcallOutageIT {
 
           // Rollcall returns: the first replica ready behind the balancer is the return.
           services.startOne(Duration.ofMinutes(4));
-          String returnedAt = now(db);
+          String returnedAt = Outcomes.now(db);
           long returnedMs = System.currentTimeMillis();
           services.startOne(Duration.ofMinutes(4));
           round.measure(outageS + s.deadlineS());
@@ -110,9 +110,9 @@ class RollcallOutageIT {
                   .filter(v -> !v.contains("replayed by two replicas"))
                   .toList());
 
-          List<Long> recovered = sinceReturn(db, round.held, returnedAt);
+          List<Long> recovered = Outcomes.sinceReturn(db, round.held, returnedAt);
           int late = round.held.size() - recovered.size();
-          List<String> liveDeclaredDead = liveDeclaredDead(db, cluster, awayAt);
+          List<String> liveDeclaredDead = Outcomes.liveDeclaredDead(db, cluster, awayAt);
           long awayForMs = returnedMs - awayMs;
           System.out.printf(
               "%n  away for %.1f s (until the first service replica was ready); the killed replica %s held %d runs; the replicas live at the"
@@ -124,7 +124,7 @@ class RollcallOutageIT {
           System.out.printf(
               "  its runs completed (or at their hook) after the return: p50 / p99 / max %s"
                   + " (%d of %d); target: all within %.0f s: %s%n",
-              triple(recovered),
+              Outcomes.triple(recovered),
               recovered.size(),
               round.held.size(),
               TARGET_MS / 1000.0,
@@ -196,64 +196,5 @@ class RollcallOutageIT {
       }
     }
     assertEquals(List.of(), failures, "invariants broken (see the output above)");
-  }
-
-  /**
-   * Instances declared dead since {@code since} whose replica is alive: a death of a live process.
-   */
-  static List<String> liveDeclaredDead(TestDatabase db, Cluster cluster, String since) {
-    List<String> alive =
-        cluster.all.stream()
-            .filter(r -> r.process().isAlive())
-            .map(ExampleApp.Replica::name)
-            .toList();
-    return db.column(
-        "SELECT name || ' (' || coalesce(end_reason, '') || ')' FROM rollcall.instances"
-            + " WHERE namespace = ? AND state = 'dead' AND ended_at >= ?::timestamptz"
-            + " AND name = ANY(?)",
-        NAMESPACE,
-        since,
-        alive.toArray(String[]::new));
-  }
-
-  /**
-   * For each run, ms from {@code at} until it completed or reached its hook, whichever came first
-   * (this harness resumes hooks later), the runs that did neither left out; sorted.
-   */
-  static List<Long> sinceReturn(TestDatabase db, List<String> runs, String at) {
-    return db
-        .column(
-            // The earlier of the two: a run at its hook completes only once this harness
-            // resumes the hook, after the measurement.
-            "SELECT round(extract(epoch FROM least(r.completed_at,"
-                + "   (SELECT min(e.created_at) FROM workflow.workflow_events e"
-                + "    WHERE e.run_id = r.id AND e.type = 'hook_created'))"
-                + " - ?::timestamptz::timestamp) * 1000)::bigint::text"
-                + " FROM workflow.workflow_runs r WHERE r.id = ANY(?)"
-                + " AND (r.completed_at IS NOT NULL OR EXISTS (SELECT 1"
-                + "   FROM workflow.workflow_events e WHERE e.run_id = r.id"
-                + "   AND e.type = 'hook_created'))",
-            at,
-            (Object) runs.toArray(String[]::new))
-        .stream()
-        .map(Long::parseLong)
-        .sorted()
-        .toList();
-  }
-
-  /** The database's clock, as text a later statement reads back as {@code timestamptz}. */
-  static String now(TestDatabase db) {
-    return db.column("SELECT now()::text").get(0);
-  }
-
-  static String triple(List<Long> sorted) {
-    if (sorted.isEmpty()) {
-      return "–";
-    }
-    return Measurement.seconds(Latencies.percentile(sorted, 0.5))
-        + " / "
-        + Measurement.seconds(Latencies.percentile(sorted, 0.99))
-        + " / "
-        + Measurement.seconds(sorted.get(sorted.size() - 1));
   }
 }

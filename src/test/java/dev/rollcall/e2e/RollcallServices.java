@@ -38,7 +38,14 @@ final class RollcallServices implements AutoCloseable {
   /** Starts {@code replicas} service replicas behind the balancer. */
   static RollcallServices start(TestDatabase db, int replicas)
       throws IOException, InterruptedException {
+    return start(db, replicas, Map.of());
+  }
+
+  /** As {@link #start(TestDatabase, int)}, every replica given {@code settings} as well. */
+  static RollcallServices start(TestDatabase db, int replicas, Map<String, String> settings)
+      throws IOException, InterruptedException {
     RollcallServices out = new RollcallServices(db);
+    out.config.putAll(settings);
     try {
       for (int i = 0; i < replicas; i++) {
         out.startOne();
