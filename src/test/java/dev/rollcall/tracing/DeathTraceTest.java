@@ -25,7 +25,9 @@ import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.QueueJobs;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.SpanTree;
 import dev.rollcall.testing.TimeTravel;
+import dev.rollcall.testing.TraceSpan;
 import dev.rollcall.testing.TracingOn;
 import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
 import io.opentelemetry.sdk.trace.data.SpanData;
@@ -247,26 +249,8 @@ class DeathTraceTest extends ApiTestBase {
     return value == null ? 0 : value;
   }
 
-  /** The trace as an indented tree: each span's name, then its attributes. */
+  /** The trace as an indented tree (SpanTree). */
   static String tree(List<SpanData> trace) {
-    StringBuilder out = new StringBuilder();
-    Set<String> ids = trace.stream().map(SpanData::getSpanId).collect(Collectors.toSet());
-    trace.stream()
-        .filter(s -> !ids.contains(s.getParentSpanId()))
-        .forEach(root -> branch(trace, root, 0, out));
-    return out.toString();
-  }
-
-  private static void branch(List<SpanData> trace, SpanData span, int depth, StringBuilder out) {
-    out.append("  ".repeat(depth))
-        .append(span.getName())
-        .append(' ')
-        .append(span.getAttributes().asMap())
-        .append(span.getLinks().isEmpty() ? "" : " links " + span.getLinks().size())
-        .append('\n');
-    trace.stream()
-        .filter(s -> s.getParentSpanId().equals(span.getSpanId()))
-        .sorted((a, b) -> Long.compare(a.getStartEpochNanos(), b.getStartEpochNanos()))
-        .forEach(child -> branch(trace, child, depth + 1, out));
+    return SpanTree.render(trace.stream().map(TraceSpan::of).toList());
   }
 }
