@@ -38,7 +38,17 @@ final class RollcallServices implements AutoCloseable {
   /** Starts {@code replicas} service replicas behind the balancer. */
   static RollcallServices start(TestDatabase db, int replicas)
       throws IOException, InterruptedException {
+    return start(db, replicas, Map.of());
+  }
+
+  /**
+   * As {@link #start(TestDatabase, int)}, every replica (those {@link #startOne} adds later too)
+   * also given {@code settings}: tracing's, say.
+   */
+  static RollcallServices start(TestDatabase db, int replicas, Map<String, String> settings)
+      throws IOException, InterruptedException {
     RollcallServices out = new RollcallServices(db);
+    out.config.putAll(settings);
     try {
       for (int i = 0; i < replicas; i++) {
         out.startOne();
