@@ -23,6 +23,31 @@ class TakeoverTraceTest {
   }
 
   @Test
+  void aTakeoverWhoseRunsTheQueueDeliversAgainHandsOutNothing() {
+    List<TraceSpan> trace =
+        new ArrayList<>(death().stream().filter(s -> !s.spanId().startsWith("h")).toList());
+    trace.replaceAll(
+        s ->
+            s.spanId().equals("o")
+                ? span(
+                    "o",
+                    "d",
+                    s.name(),
+                    0,
+                    Map.of(
+                        key(RecoveryTraces.EPOCH),
+                        "42",
+                        key(RecoveryTraces.RUNS),
+                        "0",
+                        key(RecoveryTraces.BATCHES),
+                        "0",
+                        key(RecoveryTraces.DEFERRED),
+                        "3"))
+                : s);
+    TakeoverTrace.check(trace, VICTIM, 42);
+  }
+
+  @Test
   void aCloseInATraceOfItsOwnFails() {
     List<TraceSpan> trace =
         new ArrayList<>(death().stream().filter(s -> !s.spanId().equals("c")).toList());
@@ -66,7 +91,9 @@ class TakeoverTraceTest {
                 key(RecoveryTraces.RUNS),
                 "5",
                 key(RecoveryTraces.BATCHES),
-                "2")),
+                "2",
+                key(RecoveryTraces.DEFERRED),
+                "0")),
         span("l", "o", RecoveryTraces.LOCKS_RELEASED, 0, Map.of(key(LOCKS), "2")),
         span("h1", "o", RecoveryTraces.handedOut("takeover"), 1, handOut(7, 3)),
         span("h2", "o", RecoveryTraces.handedOut("takeover"), 1, handOut(8, 2)),

@@ -85,7 +85,8 @@ public final class OtlpReceiver implements AutoCloseable {
       ExportTraceServiceRequest request;
       try (InputStream body = body(exchange)) {
         request = ExportTraceServiceRequest.parseFrom(body);
-      } catch (IOException | RuntimeException e) {
+      } catch (IOException | RuntimeException | LinkageError e) {
+        // Counted and answered: a receiver that cannot decode must not look like a silent service.
         refused.incrementAndGet();
         exchange.sendResponseHeaders(400, -1);
         return;
