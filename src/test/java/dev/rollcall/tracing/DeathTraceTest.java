@@ -99,6 +99,7 @@ class DeathTraceTest extends ApiTestBase {
     assertEquals(epoch, open.getAttributes().get(EPOCH));
     assertEquals(3L, open.getAttributes().get(RUNS));
     assertEquals(1L, open.getAttributes().get(RecoveryTraces.BATCHES));
+    assertEquals(0L, open.getAttributes().get(RecoveryTraces.DEFERRED));
     // A namespace without a queue: the release found no lock to release.
     assertEquals(0L, child(open, RecoveryTraces.LOCKS_RELEASED).getAttributes().get(LOCKS));
 
