@@ -115,7 +115,10 @@ public class Takeovers {
               return epochs
                   .carryTrace(conn, epoch.get().id(), pass)
                   .chain(() -> fill(conn, subject, epoch.get(), pass))
-                  .invoke(o -> RecoveryTraces.filled(pass, o.runs(), o.batches(), o.skipped()))
+                  .invoke(
+                      o ->
+                          RecoveryTraces.filled(
+                              pass, o.runs(), o.batches(), o.skipped(), o.deferred()))
                   .onTermination()
                   .invoke(pass::end)
                   .map(Optional::of);

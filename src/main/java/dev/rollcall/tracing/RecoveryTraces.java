@@ -63,6 +63,7 @@ public class RecoveryTraces {
       AttributeKey.stringArrayKey("rollcall.runs.reasons");
   public static final AttributeKey<Long> BATCHES = AttributeKey.longKey("rollcall.batches");
   public static final AttributeKey<Long> SKIPPED = AttributeKey.longKey("rollcall.runs.skipped");
+  public static final AttributeKey<Long> DEFERRED = AttributeKey.longKey("rollcall.runs.deferred");
   public static final AttributeKey<Long> LOCKS = AttributeKey.longKey("rollcall.locks.released");
   public static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("rollcall.outcome");
   public static final AttributeKey<Long> ENQUEUED = AttributeKey.longKey("rollcall.runs.enqueued");
@@ -321,11 +322,16 @@ public class RecoveryTraces {
     return builder.startSpan();
   }
 
-  /** A pass's span once it is filled: how many runs, in how many batches, how many skipped. */
-  public static void filled(Span pass, int runs, int batches, int skipped) {
+  /**
+   * A pass's span once it is filled: how many runs, in how many batches, how many skipped, and how
+   * many deferred to a re-check (a takeover's runs a live instance reports, which the pass stays
+   * open for: its close waits for them).
+   */
+  public static void filled(Span pass, int runs, int batches, int skipped, int deferred) {
     pass.setAttribute(RUNS, runs);
     pass.setAttribute(BATCHES, batches);
     pass.setAttribute(SKIPPED, skipped);
+    pass.setAttribute(DEFERRED, deferred);
   }
 
   /** A lock the takeover released: its worker, and how that worker was known to be the dead's. */

@@ -42,6 +42,8 @@ import org.junit.jupiter.api.Test;
  * whose pass is over looks from its held idle claim. Prints throughput, p50/p99 latency, errors and
  * the service's resident memory. All traffic on loopback; bounded in time. Run with {@code ./mvnw
  * -B verify -Pbench -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=LoadBenchmarkIT}.
+ * With {@code bench.tracing-pairs} (N), N pairs of runs with tracing off and on instead ({@link
+ * TracingOverhead}).
  */
 @Tag("benchmark")
 class LoadBenchmarkIT {
@@ -51,18 +53,31 @@ class LoadBenchmarkIT {
     int instances = Integer.getInteger("bench.instances", 1000);
     int claimers = Integer.getInteger("bench.claimers", 64);
     int seconds = Integer.getInteger("bench.seconds", 30);
+    int tracingPairs = Integer.getInteger("bench.tracing-pairs", 0);
+    if (tracingPairs > 0) {
+      TracingOverhead.measure(
+          tracingPairs, settings -> once(settings, instances, claimers, seconds));
+      return;
+    }
+    once(Map.of(), instances, claimers, seconds);
+  }
+
+  /** One run on a database and a service of its own, the service also given {@code settings}. */
+  private LoadFigures once(Map<String, String> settings, int instances, int claimers, int seconds)
+      throws Exception {
     try (TestDatabase db = TestDatabase.start()) {
       Db.bind(db);
       SourceTables.create(db);
       EngineFixture.setUpSchemas(db);
-      try (ServiceProcess service =
-          ServiceProcess.start("load", db, SourceTables.namespaceSettings())) {
-        run(service, instances, claimers, seconds);
+      Map<String, String> all = new java.util.HashMap<>(SourceTables.namespaceSettings());
+      all.putAll(settings);
+      try (ServiceProcess service = ServiceProcess.start("load", db, all)) {
+        return run(service, instances, claimers, seconds);
       }
     }
   }
 
-  private void run(ServiceProcess service, int instanceCount, int claimerCount, int seconds)
+  private LoadFigures run(ServiceProcess service, int instanceCount, int claimerCount, int seconds)
       throws Exception {
     long periodMs = Long.getLong("bench.heartbeat-ms", 3000);
     Api api = new Api(service.base());
@@ -665,6 +680,11 @@ class LoadBenchmarkIT {
                 scrapeErrors.get())
             : "off: -Dbench.scrape-seconds",
         loadAverage());
+    return new LoadFigures(
+        percentile(heartbeatMs, 0.50),
+        percentile(heartbeatMs, 0.99),
+        percentile(claimMs, 0.50),
+        percentile(claimMs, 0.99));
   }
 
   /** Transactions the test database has committed so far (every session's). */

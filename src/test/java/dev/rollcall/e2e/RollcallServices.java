@@ -41,7 +41,10 @@ final class RollcallServices implements AutoCloseable {
     return start(db, replicas, Map.of());
   }
 
-  /** As {@link #start(TestDatabase, int)}, every replica given {@code settings} as well. */
+  /**
+   * As {@link #start(TestDatabase, int)}, every replica (those {@link #startOne} adds later too)
+   * also given {@code settings}: tracing's, say.
+   */
   static RollcallServices start(TestDatabase db, int replicas, Map<String, String> settings)
       throws IOException, InterruptedException {
     RollcallServices out = new RollcallServices(db);

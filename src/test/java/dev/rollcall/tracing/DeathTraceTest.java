@@ -25,7 +25,9 @@ import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.QueueJobs;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.SpanTree;
 import dev.rollcall.testing.TimeTravel;
+import dev.rollcall.testing.TraceSpan;
 import dev.rollcall.testing.TracingOn;
 import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
 import io.opentelemetry.sdk.trace.data.SpanData;
@@ -97,6 +99,7 @@ class DeathTraceTest extends ApiTestBase {
     assertEquals(epoch, open.getAttributes().get(EPOCH));
     assertEquals(3L, open.getAttributes().get(RUNS));
     assertEquals(1L, open.getAttributes().get(RecoveryTraces.BATCHES));
+    assertEquals(0L, open.getAttributes().get(RecoveryTraces.DEFERRED));
     // A namespace without a queue: the release found no lock to release.
     assertEquals(0L, child(open, RecoveryTraces.LOCKS_RELEASED).getAttributes().get(LOCKS));
 
@@ -247,26 +250,8 @@ class DeathTraceTest extends ApiTestBase {
     return value == null ? 0 : value;
   }
 
-  /** The trace as an indented tree: each span's name, then its attributes. */
+  /** The trace as an indented tree (SpanTree). */
   static String tree(List<SpanData> trace) {
-    StringBuilder out = new StringBuilder();
-    Set<String> ids = trace.stream().map(SpanData::getSpanId).collect(Collectors.toSet());
-    trace.stream()
-        .filter(s -> !ids.contains(s.getParentSpanId()))
-        .forEach(root -> branch(trace, root, 0, out));
-    return out.toString();
-  }
-
-  private static void branch(List<SpanData> trace, SpanData span, int depth, StringBuilder out) {
-    out.append("  ".repeat(depth))
-        .append(span.getName())
-        .append(' ')
-        .append(span.getAttributes().asMap())
-        .append(span.getLinks().isEmpty() ? "" : " links " + span.getLinks().size())
-        .append('\n');
-    trace.stream()
-        .filter(s -> s.getParentSpanId().equals(span.getSpanId()))
-        .sorted((a, b) -> Long.compare(a.getStartEpochNanos(), b.getStartEpochNanos()))
-        .forEach(child -> branch(trace, child, depth + 1, out));
+    return SpanTree.render(trace.stream().map(TraceSpan::of).toList());
   }
 }
