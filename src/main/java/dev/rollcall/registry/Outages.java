@@ -20,10 +20,11 @@ import org.jboss.logging.Logger;
  * replica was running (or while the database was unreachable) ran out because nobody could answer
  * its heartbeats. Every replica that runs a reaper beats {@code rollcall.coordinator_beat} on the
  * reaper's schedule and once when it starts, before it serves a request; the beat that finds the
- * last one older than {@link #outageAfter} renews every live instance's lease by one lease TTL, in
- * the same transaction, so that no live instance is declared dead, or refused its next heartbeat,
- * for the service's absence. An instance that really died meanwhile is found by its session lock
- * within seconds (the session rule has its own guards), else when the renewed lease runs out.
+ * last one older than {@link #outageAfter} renews every live instance's lease to one lease TTL from
+ * now, in the same transaction, so that no live instance is declared dead, or refused its next
+ * heartbeat, for the service's absence or the database's. An instance that really died meanwhile is
+ * found by its session lock within seconds (the session rule has its own guards), else when the
+ * renewed lease runs out.
  */
 @ApplicationScoped
 public class Outages {
@@ -45,15 +46,16 @@ public class Outages {
   }
 
   /**
-   * A gap between beats longer than this is an outage: long enough for a live instance's lease to
-   * run out unanswered (its last answered heartbeat came at most one heartbeat interval before the
-   * gap, and its lease lasts a TTL from it), and never less than three reaper intervals (a
-   * replica's own schedule may slip by one or two).
+   * A gap between beats longer than this is an outage: three reaper intervals (a replica's own
+   * schedule may slip by one or two). Even a short outage counts, shorter than a lease: heartbeats
+   * sent while the database was away come back as failures or time out, and an instance's next
+   * heartbeat may come a heartbeat interval or a request time-out after the return, past a lease
+   * that had only seconds left when the database went away (a 4 s PostgreSQL restart declared two
+   * live replicas dead this way). The beat that finds the gap gives every lease that was valid when
+   * the service was last seen a whole TTL from the return.
    */
   Duration outageAfter() {
-    Duration reaper = config.reaperIntervalOrDefault().multipliedBy(3);
-    Duration unanswered = config.leaseTtl().minus(config.heartbeatInterval());
-    return reaper.compareTo(unanswered) > 0 ? reaper : unanswered;
+    return config.reaperIntervalOrDefault().multipliedBy(3);
   }
 
   /**

@@ -62,6 +62,31 @@ class OutagesTest extends ApiTestBase {
   }
 
   @Test
+  void aShortDatabaseOutageGivesTheLeasesThatWereValidAWholeTtlFromTheReturn() {
+    Instance live = beating("short");
+    // The database was away for 5 s (no replica could beat): shorter than a lease, but the
+    // instance's lease has a second left, and its next heartbeat may come seconds from now.
+    Db.update(
+        "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now() - interval '5 seconds')"
+            + " ON CONFLICT (one) DO UPDATE SET beat_at = excluded.beat_at");
+    Db.update(
+        "UPDATE rollcall.instances SET lease_expires_at = now() + interval '1 second'"
+            + " WHERE id = ?",
+        live.id());
+
+    Outages.Beat beat = outages.beat().await().indefinitely();
+
+    assertTrue(beat.renewed() >= 1, "renewed " + beat.renewed() + ", gap " + beat.gapMs());
+    long leftMs =
+        Db.number(
+            "SELECT (extract(epoch FROM lease_expires_at - now()) * 1000)::bigint"
+                + " FROM rollcall.instances WHERE id = ?",
+            live.id());
+    assertTrue(leftMs > 9_000, "a whole 10 s TTL from the return, left " + leftMs + " ms");
+    api.leave(live).expect(204);
+  }
+
+  @Test
   void aLeaseThatRanOutBeforeTheOutageIsStillADeath() {
     Instance dead = beating("dead");
     // It stopped beating two minutes ago; Rollcall was last seen one minute ago.
