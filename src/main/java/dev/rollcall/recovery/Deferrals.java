@@ -9,6 +9,8 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
 import java.util.stream.StreamSupport;
 
 /**
@@ -111,6 +113,44 @@ public class Deferrals {
                 StreamSupport.stream(rows.spliterator(), false)
                     .map(r -> r.getString("run_id"))
                     .toList());
+  }
+
+  /**
+   * Of the runs {@code runIds} epoch $3 deferred, those another epoch of its namespace has handed
+   * out since their deferral, or holds in a batch to hand out now. A pass defers a run a live
+   * instance executes; when that instance dies before the re-check, its takeover (opened in the
+   * transaction that declared the death) hands the run out, and the pass's re-check, seeing no live
+   * owner, would hand it out a second time. Reads: the open epochs' ready and leased batches (an
+   * open epoch's few, probed by key; a closed epoch has none), and each run's ledger index from its
+   * newest row back to the deferral (a handed-out row is written at its outcome: {@code enqueued},
+   * or {@code leased} for a batch leased before V18). A hand-out that failed is no hand-out.
+   */
+  static final String HANDED_OUT_ELSEWHERE =
+      "SELECT d.run_id FROM rollcall.deferred d"
+          + " WHERE d.epoch_id = $3 AND d.run_id = ANY($2::text[])"
+          + " AND (EXISTS (SELECT 1 FROM rollcall.epochs e"
+          + "        JOIN rollcall.batches b ON b.epoch_id = e.id"
+          + "          AND b.state IN ('ready', 'leased')"
+          + "        JOIN rollcall.batch_runs r ON r.batch_id = b.id AND r.run_id = d.run_id"
+          + "       WHERE e.namespace = $1 AND e.state = 'open' AND e.id <> $3)"
+          + "   OR EXISTS (SELECT 1 FROM rollcall.ledger l"
+          + "       WHERE l.namespace = $1 AND l.run_id = d.run_id AND l.epoch_id <> $3"
+          + "         AND l.outcome IN ('enqueued', 'leased')"
+          + "         AND l.recorded_at >= d.deferred_at))";
+
+  /** {@link #HANDED_OUT_ELSEWHERE} for these runs of {@code epoch}. */
+  public Uni<Set<String>> handedOutElsewhere(SqlClient client, Epoch epoch, List<String> runIds) {
+    if (runIds.isEmpty()) {
+      return Uni.createFrom().item(Set.of());
+    }
+    return client
+        .preparedQuery(HANDED_OUT_ELSEWHERE)
+        .execute(Tuple.of(epoch.namespace(), runIds.toArray(String[]::new), epoch.id()))
+        .map(
+            rows ->
+                StreamSupport.stream(rows.spliterator(), false)
+                    .map(r -> r.getString("run_id"))
+                    .collect(Collectors.toSet()));
   }
 
   /**

@@ -9,9 +9,9 @@ import java.util.List;
 /**
  * A claim's stage on an epoch whose scan is done, holding its lock: re-check the deferred runs that
  * are due and hand out those whose proof is gone; with none due, the epoch's close ({@link
- * Closing}). A pass skips for good a run still owned or active at its re-check; a takeover defers
- * one a live instance still reports again, and re-drives it once none does ({@link
- * TakeoverRechecks}).
+ * Closing}). A pass skips for good a run still owned or active at its re-check, or handed out by
+ * another epoch since its deferral (its owner's takeover); a takeover defers one a live instance
+ * still reports again, and re-drives it once none does ({@link TakeoverRechecks}).
  */
 @ApplicationScoped
 class DeferredRechecks {
@@ -58,6 +58,7 @@ class DeferredRechecks {
                   .fromSource(
                       classifier
                           .recheck(conn, claim.source(), epoch, due)
+                          .chain(found -> notHandedOutTwice(conn, epoch, found))
                           .call(found -> verdicts.mendTorn(conn, claim.source(), epoch, found)))
                   .chain(
                       found ->
@@ -72,6 +73,18 @@ class DeferredRechecks {
                                           epoch,
                                           Verdicts.of(found, Disposition.HAND_OUT))));
             });
+  }
+
+  /**
+   * A pass's re-check hands out no run another epoch handed out since the pass deferred it: the
+   * takeover of its owner, dead since, answers for it ({@link Deferrals#HANDED_OUT_ELSEWHERE}).
+   */
+  private Uni<List<Verdict>> notHandedOutTwice(SqlClient conn, Epoch epoch, List<Verdict> found) {
+    List<String> out =
+        Verdicts.of(found, Disposition.HAND_OUT).stream().map(Verdict::runId).toList();
+    return deferrals
+        .handedOutElsewhere(conn, epoch, out)
+        .map(elsewhere -> Verdicts.notHandedOutTwice(found, elsewhere));
   }
 
   /** A takeover's due deferred runs, settled ({@link TakeoverRechecks#settle}). */

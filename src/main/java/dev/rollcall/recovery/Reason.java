@@ -22,6 +22,12 @@ public enum Reason {
   TERMINAL("terminal", false),
   /** Sweeps only: re-driven by an earlier epoch, and the engine has written nothing since. */
   UNCHANGED_SINCE_REDRIVE("unchanged-since-redrive", false),
+  /**
+   * A pass's re-check only: another epoch (the takeover of the instance that owned the run when the
+   * pass deferred it, or a sweep) has handed the run out since the deferral, or holds it in a batch
+   * to hand out now. That epoch answers for the run, its expired leases included.
+   */
+  HANDED_OUT_ELSEWHERE("handed-out-elsewhere", false),
   /** Ledger only: a queue lock released because no live instance owns the worker holding it. */
   ORPHANED_LOCK("orphaned-lock", false);
 

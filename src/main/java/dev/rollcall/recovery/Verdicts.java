@@ -8,6 +8,7 @@ import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.stream.Collectors;
 
 /**
@@ -48,6 +49,20 @@ class Verdicts {
     verdicts.stream()
         .collect(Collectors.groupingBy(v -> v.reason().wire(), Collectors.counting()))
         .forEach((reason, n) -> metrics.runs(namespace, verdict, reason, n));
+  }
+
+  /**
+   * A pass's re-check: its hand-outs of runs another epoch handed out since their deferral ({@code
+   * elsewhere}) become skips, {@code handed-out-elsewhere}; every other verdict stays.
+   */
+  static List<Verdict> notHandedOutTwice(List<Verdict> verdicts, Set<String> elsewhere) {
+    return verdicts.stream()
+        .map(
+            v ->
+                v.disposition() == Disposition.HAND_OUT && elsewhere.contains(v.runId())
+                    ? Verdict.skip(v.runId(), v.workflowName(), Reason.HANDED_OUT_ELSEWHERE)
+                    : v)
+        .toList();
   }
 
   static List<Verdict> of(List<Verdict> verdicts, Disposition disposition) {

@@ -13,6 +13,7 @@ import dev.rollcall.testing.Db;
 import dev.rollcall.testing.ServiceTest;
 import dev.rollcall.testing.SourceTables;
 import dev.rollcall.testing.TimeTravel;
+import jakarta.inject.Inject;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -20,10 +21,14 @@ import java.util.Set;
 import java.util.UUID;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** Runs a live peer is executing, or that the engine just touched, are not re-driven. */
 @ServiceTest
 class OwnerAwareTest extends ApiTestBase {
+
+  @Inject Reaper reaper;
 
   String deploy;
 
@@ -83,6 +88,49 @@ class OwnerAwareTest extends ApiTestBase {
     assertEquals("unclassified", second.json().get("runs").get(0).get("reason").asText());
     api.complete(booting, second, List.of()).expect(200);
     assertNull(api.claimBatch(booting, 100));
+  }
+
+  /**
+   * The pass deferred a run its live owner was executing; the owner died before the re-check, and
+   * its takeover handed the run out. The re-check, which sees no live owner, leaves the run to the
+   * takeover whether the takeover's hand-out is still leased ({@code heldByTakeover}) or completed.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {true, false})
+  void aRunItsDeadOwnersTakeoverHandedOutIsNotHandedOutAgainByThePassReCheck(
+      boolean heldByTakeover) {
+    String owned = someActiveRun();
+    Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
+    api.heartbeat(owner, List.of(owned)).expect(200);
+    Instance booting = api.register(SourceTables.SMALL, deploy, "booting");
+    Batch first = api.claimBatch(booting, 100);
+    assertFalse(first.runIds().contains(owned));
+
+    // The owner dies before the re-check: its takeover opens with the run in a batch.
+    TimeTravel.leaseExpired(owner);
+    reaper.runOnce().await().indefinitely();
+    // A claim serves the namespace's takeovers first.
+    Batch takeover = api.claimBatch(booting, 100);
+    assertEquals(List.of(owned), takeover.runIds(), "the takeover hands the run out");
+    if (!heldByTakeover) {
+      api.complete(booting, takeover, List.of()).expect(200);
+    }
+    api.complete(booting, first, List.of()).expect(200);
+
+    Set<String> reChecked = drain(booting);
+
+    assertFalse(reChecked.contains(owned), "the pass's re-check handed the run out again");
+    assertEquals(
+        List.of("skipped:handed-out-elsewhere"),
+        Db.column(
+            "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
+                + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
+                + " WHERE e.deployment_id = ? AND l.run_id = ? AND l.outcome <> 'deferred'",
+            deploy,
+            owned));
+    if (heldByTakeover) {
+      api.complete(booting, takeover, List.of()).expect(200);
+    }
   }
 
   @Test
