@@ -22,6 +22,7 @@ class DeferredRechecks {
   private final Verdicts verdicts;
   private final Closing closing;
   private final TakeoverRechecks takeovers;
+  private final PassTraces passTraces;
 
   DeferredRechecks(
       Deferrals deferrals,
@@ -29,13 +30,15 @@ class DeferredRechecks {
       Batches batches,
       Verdicts verdicts,
       Closing closing,
-      TakeoverRechecks takeovers) {
+      TakeoverRechecks takeovers,
+      PassTraces passTraces) {
     this.deferrals = deferrals;
     this.classifier = classifier;
     this.batches = batches;
     this.verdicts = verdicts;
     this.closing = closing;
     this.takeovers = takeovers;
+    this.passTraces = passTraces;
   }
 
   /**
@@ -59,7 +62,8 @@ class DeferredRechecks {
                       classifier
                           .recheck(conn, claim.source(), epoch, due)
                           .chain(found -> notHandedOutTwice(conn, epoch, found))
-                          .call(found -> verdicts.mendTorn(conn, claim.source(), epoch, found)))
+                          .call(found -> verdicts.mendTorn(conn, claim.source(), epoch, found))
+                          .call(found -> passTraces.rechecked(conn, epoch, due.size(), found)))
                   .chain(
                       found ->
                           deferrals

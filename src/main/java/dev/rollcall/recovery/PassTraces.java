@@ -1,12 +1,15 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.BoundedMap;
 import dev.rollcall.tracing.RecoveryTraces;
 import io.opentelemetry.api.trace.Span;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.util.List;
 import java.util.Optional;
 
 /**
@@ -53,12 +56,41 @@ public class PassTraces {
         batch.runs().stream().map(r -> r.reason().wire()).toList());
   }
 
+  /**
+   * Writes a re-check of {@code epoch}'s deferred runs ({@code rechecked} were due; {@code found}
+   * is what it decided) into the pass's trace. Reads the pass's context on {@code client}, the
+   * connection of the transaction that re-checks (once per pass per replica): a second connection
+   * taken while a transaction holds one could wait for the pool forever when every connection is
+   * held so.
+   */
+  public Uni<Void> rechecked(SqlClient client, Epoch epoch, int rechecked, List<Verdict> found) {
+    return traceParent(client, epoch.id())
+        .invoke(
+            traceParent ->
+                traces.rechecked(
+                    traceParent.orElse(null),
+                    new RecoveryTraces.Recheck(
+                        epoch.id(),
+                        epoch.kind().wire(),
+                        epoch.namespace(),
+                        rechecked,
+                        Verdicts.of(found, Disposition.HAND_OUT).size(),
+                        Verdicts.of(found, Disposition.SKIP).size(),
+                        Verdicts.of(found, Disposition.DEFER).size())))
+        .replaceWithVoid();
+  }
+
   private Uni<Optional<String>> traceParent(long epochId) {
+    return traceParent(pool, epochId);
+  }
+
+  private Uni<Optional<String>> traceParent(SqlClient client, long epochId) {
     Optional<String> known = traceParents.get(epochId);
     if (known != null) {
       return Uni.createFrom().item(known);
     }
-    return pool.preparedQuery("SELECT trace_parent FROM rollcall.epochs WHERE id = $1")
+    return client
+        .preparedQuery("SELECT trace_parent FROM rollcall.epochs WHERE id = $1")
         .execute(Tuple.of(epochId))
         .map(
             rows ->

@@ -49,6 +49,7 @@ class TakeoverRechecks {
   private final Batches batches;
   private final RunSources sources;
   private final RollcallConfig config;
+  private final PassTraces passTraces;
 
   TakeoverRechecks(
       Pool pool,
@@ -59,7 +60,8 @@ class TakeoverRechecks {
       Verdicts verdicts,
       Batches batches,
       RunSources sources,
-      RollcallConfig config) {
+      RollcallConfig config,
+      PassTraces passTraces) {
     this.pool = pool;
     this.epochs = epochs;
     this.deferrals = deferrals;
@@ -69,6 +71,7 @@ class TakeoverRechecks {
     this.batches = batches;
     this.sources = sources;
     this.config = config;
+    this.passTraces = passTraces;
   }
 
   @Scheduled(
@@ -174,6 +177,7 @@ class TakeoverRechecks {
                   // a replay that cannot go on: it waits, and is mended once quiet.
                   .chain(() -> TornRuns.holdTorn(conn, source, found));
             })
+        .call(found -> passTraces.rechecked(conn, epoch, due.size(), found))
         .chain(
             found -> {
               List<Verdict> settled =

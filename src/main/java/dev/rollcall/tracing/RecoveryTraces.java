@@ -53,6 +53,15 @@ public class RecoveryTraces {
       AttributeKey.stringKey("rollcall.lease.expired_at");
   public static final AttributeKey<List<String>> WORKERS =
       AttributeKey.stringArrayKey("rollcall.queue.workers");
+
+  /**
+   * How many queue workers a dead instance had (named or learned): a graphile-worker 0.16 process
+   * has one per concurrency slot and new ones after each restart of its pool, dozens over a day, so
+   * the declaration counts them; the lock release names the few that held locks.
+   */
+  public static final AttributeKey<Long> WORKER_COUNT =
+      AttributeKey.longKey("rollcall.queue.workers.count");
+
   public static final AttributeKey<Long> EPOCH = AttributeKey.longKey("rollcall.epoch.id");
   public static final AttributeKey<String> EPOCH_KIND =
       AttributeKey.stringKey("rollcall.epoch.kind");
@@ -64,6 +73,8 @@ public class RecoveryTraces {
   public static final AttributeKey<Long> BATCHES = AttributeKey.longKey("rollcall.batches");
   public static final AttributeKey<Long> SKIPPED = AttributeKey.longKey("rollcall.runs.skipped");
   public static final AttributeKey<Long> DEFERRED = AttributeKey.longKey("rollcall.runs.deferred");
+  public static final AttributeKey<Long> RECHECKED =
+      AttributeKey.longKey("rollcall.runs.rechecked");
   public static final AttributeKey<Long> LOCKS = AttributeKey.longKey("rollcall.locks.released");
   public static final AttributeKey<String> OUTCOME = AttributeKey.stringKey("rollcall.outcome");
   public static final AttributeKey<Long> ENQUEUED = AttributeKey.longKey("rollcall.runs.enqueued");
@@ -81,6 +92,11 @@ public class RecoveryTraces {
   /** The span of a batch of a pass of {@code kind} handed out to a claimer. */
   public static String handedOut(String kind) {
     return "rollcall." + kind + ".hand-out";
+  }
+
+  /** The span of a re-check of the deferred runs of a pass of {@code kind}. */
+  public static String rechecked(String kind) {
+    return "rollcall." + kind + ".recheck";
   }
 
   /** The span that closes a pass of {@code kind}. */
@@ -276,7 +292,7 @@ public class RecoveryTraces {
               .setStartTimestamp(now)
               .setAttribute(INSTANCE, instanceId.toString())
               .setAttribute(NAMESPACE, namespace)
-              .setAttribute(WORKERS, workerIds)
+              .setAttribute(WORKER_COUNT, (long) workerIds.size())
               .startSpan();
       return death;
     }
@@ -373,6 +389,39 @@ public class RecoveryTraces {
       span.addLink(claim.getSpanContext());
     }
     span.end();
+  }
+
+  /**
+   * What one re-check of a pass's deferred runs decided: of {@code rechecked} runs due, how many it
+   * handed out, skipped for good, and deferred again (a takeover's, while a live instance still
+   * reports the run or its queued job may still run).
+   */
+  public record Recheck(
+      long epochId,
+      String kind,
+      String namespace,
+      long rechecked,
+      long handedOut,
+      long skipped,
+      long deferredAgain) {}
+
+  /**
+   * A re-check of a pass's deferred runs, now, in the trace its row carries ({@code traceParent};
+   * null: a trace alone): the span that says why a pass whose open span deferred runs closed later.
+   */
+  public void rechecked(String traceParent, Recheck r) {
+    tracer
+        .spanBuilder(rechecked(r.kind()))
+        .setParent(context(traceParent))
+        .setAttribute(EPOCH, r.epochId())
+        .setAttribute(EPOCH_KIND, r.kind())
+        .setAttribute(NAMESPACE, r.namespace())
+        .setAttribute(RECHECKED, r.rechecked())
+        .setAttribute(RUNS, r.handedOut())
+        .setAttribute(SKIPPED, r.skipped())
+        .setAttribute(DEFERRED, r.deferredAgain())
+        .startSpan()
+        .end();
   }
 
   /** A pass closed now, in the trace its row carries ({@code traceParent}; null: a trace alone). */

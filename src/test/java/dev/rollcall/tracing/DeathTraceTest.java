@@ -154,6 +154,45 @@ class DeathTraceTest extends ApiTestBase {
   }
 
   @Test
+  void aTakeoversReCheckOfTheRunItDeferredIsASpanOfTheDeathsTrace() {
+    String deploy = "recheck-" + tag;
+    Instance peer = api.register(SourceTables.SMALL, deploy, "peer");
+    api.drain(peer, 100);
+    Instance victim = api.register(SourceTables.SMALL, "next-" + deploy, "victim");
+    List<String> inFlight = Db.activeRuns(SourceTables.SMALL).stream().sorted().limit(2).toList();
+    api.heartbeat(victim, inFlight).expect(200);
+    // A live peer reports the first run too: the takeover defers it.
+    api.heartbeat(peer, inFlight.subList(0, 1)).expect(200);
+    TimeTravel.leaseExpired(victim);
+
+    reaper.runOnce().await().indefinitely();
+    long epoch = takeoverOf(victim);
+    api.complete(peer, claimBatchOf(peer, epoch), List.of()).expect(200);
+    // The peer no longer reports it, and its re-check is due: the next claim re-drives it.
+    api.heartbeat(peer, List.of()).expect(200);
+    TimeTravel.deferredAnHourAgo(inFlight.get(0));
+    Batch rechecked = claimBatchOf(peer, epoch);
+    api.complete(peer, rechecked, List.of()).expect(200);
+
+    SpanData death = deathOf(victim);
+    SpanData open = child(death, RecoveryTraces.opened("takeover"));
+    SpanData recheck = child(open, RecoveryTraces.rechecked("takeover"));
+    LOG.infof("the takeover trace of instance %s:%n%s", victim.id(), tree(trace(death)));
+    assertEquals(List.of(inFlight.get(0)), rechecked.runIds());
+    assertEquals(1L, open.getAttributes().get(RecoveryTraces.DEFERRED));
+    assertEquals(epoch, recheck.getAttributes().get(EPOCH));
+    assertEquals(1L, recheck.getAttributes().get(RecoveryTraces.RECHECKED));
+    assertEquals(1L, recheck.getAttributes().get(RUNS));
+    assertEquals(0L, recheck.getAttributes().get(RecoveryTraces.SKIPPED));
+    assertEquals(0L, recheck.getAttributes().get(RecoveryTraces.DEFERRED));
+    // The declaration counts the instance's queue workers rather than naming each.
+    SpanData declared = child(death, RecoveryTraces.DECLARED_DEAD);
+    assertEquals(0L, declared.getAttributes().get(RecoveryTraces.WORKER_COUNT));
+    assertEquals(null, declared.getAttributes().get(WORKERS));
+    api.leave(peer).expect(204);
+  }
+
+  @Test
   void aTakeoversLockReleaseSaysHowManyAndHowEachWorkerWasKnown() {
     String deploy = "locks-" + tag;
     String named = "wn_" + tag;
