@@ -948,6 +948,34 @@ class EndToEndIT {
           StepBodies.of(cluster.journal(), runs.stream().filter(r -> !held.contains(r)).toList())
               .max();
       doubleReplays = doubleReplays();
+      if (!doubleReplays.isEmpty() || maxStepStarts > 2) {
+        diagnose(doubleReplays.isEmpty() ? held : doubleReplays);
+      }
+    }
+
+    /**
+     * Prints what Rollcall did with {@code runIds} (their ledger rows) and the jobs added for them
+     * since the stop, so that a round that broke an invariant can be explained after the database
+     * is gone.
+     */
+    private void diagnose(List<String> runIds) {
+      StringBuilder out = new StringBuilder("  diagnosis of " + runIds + ":\n");
+      for (List<String> row :
+          cluster.db.rows(
+              "SELECT l.run_id, e.kind || ' ' || e.id, l.outcome, l.reason, coalesce(l.detail, ''),"
+                  + " to_char(l.recorded_at, 'HH24:MI:SS.MS')"
+                  + " FROM rollcall.ledger l JOIN rollcall.epochs e ON e.id = l.epoch_id"
+                  + " WHERE l.run_id = ANY(?) ORDER BY l.id",
+              (Object) runIds.toArray(String[]::new))) {
+        out.append("    ledger ").append(String.join(" | ", row)).append('\n');
+      }
+      jobsSeen.forEach(
+          (id, job) -> {
+            if (runIds.contains(job.get(0))) {
+              out.append("    job ").append(id).append(' ').append(job).append('\n');
+            }
+          });
+      System.out.print(out);
     }
 
     /**
