@@ -174,6 +174,8 @@ export interface RecoveryStats {
   fencedEvents: number;
   /** Times the lease ran out on the local clock with no heartbeat answered (`lease-lapsed`). */
   leaseLapses: number;
+  /** Times new queue jobs were held back (`jobs-held`). */
+  jobHolds: number;
   completesRefused: number;
   fallbacks: number;
   /** Leaves that failed (also reported as `leave-failed`). */
@@ -200,6 +202,11 @@ export interface FencedEvent {
   error?: RollcallError;
 }
 
+export interface JobGateEvent {
+  instanceId: string | null;
+  reason: 'lease-lapsed' | 'lease-renewed' | 'rollcall-away' | 'fenced' | 'registered' | 'stopping';
+}
+
 export interface BatchEvent {
   batchId: number;
   epochId: number;
@@ -224,6 +231,13 @@ export interface RecoveryEvents {
   'lease-lapsed': { instanceId: string };
   /** A heartbeat was answered after a lapse: the same instance goes on. */
   'lease-renewed': { instanceId: string };
+  /**
+   * The `queueWorkers` take no new job: the lease lapsed while the database shows the service
+   * running, or the service said the instance is gone. Jobs already running go on.
+   */
+  'jobs-held': JobGateEvent;
+  /** The `queueWorkers` take new jobs again: renewed, registered again, Rollcall seen away, or stopping. */
+  'jobs-resumed': JobGateEvent;
   fallback: { mode: 'skip' | 'local'; error: unknown };
   failed: { error: RollcallError };
   stopped: { stats: RecoveryStats };
@@ -393,7 +407,28 @@ export declare class QueueWorkers {
   add(id: string): boolean;
   /** Looks at one query as pg's `Client#query` receives it. */
   noticeQuery(config: unknown, values?: unknown[]): void;
+  /** True while the workers' taking of new jobs is held back (answered "no job"). */
+  readonly jobsHeld: boolean;
+  /** Holds (true) or lets go (false) the taking of new jobs; true when that changed. */
+  holdJobs(held: boolean): boolean;
+  /** Statements that would have taken jobs, answered "no job" while held. */
+  readonly heldFetches: number;
+  /** True (and counted) when `config` is a worker taking jobs while they are held. */
+  holdsBack(config: unknown): boolean;
+  /** Counts a statement taking jobs sent to the database; call what it returns once answered. */
+  takeSent(): () => void;
+  /** Resolves once no statement taking jobs is unanswered (while held: no job is taken from then on). */
+  settled(): Promise<void>;
 }
+
+/**
+ * The client's rule for its `queueWorkers`: no new job while fenced, nor while the lease has
+ * lapsed unless the database shows the service away; new jobs otherwise.
+ */
+export declare function mayTakeJobs(at: { state: RecoveryState; lapsed: boolean; serviceAway?: boolean }): boolean;
+
+/** True for the statement by which a graphile-worker worker (or worker pool) takes jobs to run. */
+export declare function takesJobs(text: unknown): boolean;
 
 /** Rollcall keeps at most this many worker ids per instance. */
 export declare const MAX_QUEUE_WORKERS: number;

@@ -57,6 +57,7 @@ export class RecoveryClient {
     heartbeatFailures: 0,
     fencedEvents: 0,
     leaseLapses: 0,
+    jobHolds: 0,
     completesRefused: 0,
     fallbacks: 0,
     leaveFailures: 0,

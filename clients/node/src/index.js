@@ -9,4 +9,5 @@ export { trackWorld, startWorldWithoutRecovery, runIdOfMessage, messageIdOf } fr
 export { jsonLogger, silentLogger } from './log.js';
 export { monotonicUlid } from './ulid.js';
 export { openSession } from './session-lock.js';
-export { QueueWorkers, noticingPool, MAX_QUEUE_WORKERS } from './queue-workers.js';
+export { QueueWorkers, noticingPool, takesJobs, MAX_QUEUE_WORKERS } from './queue-workers.js';
+export { mayTakeJobs } from './job-gate.js';

@@ -4,6 +4,7 @@
 // and the leave.
 import { performance } from 'node:perf_hooks';
 import { RollcallError } from './errors.js';
+import { mayTakeJobs, serviceAway } from './job-gate.js';
 import { retryDelay } from './retry.js';
 import { SessionLock } from './session-lock.js';
 
@@ -23,6 +24,8 @@ export class Membership {
   #ctx;
   #hooks;
   #session = null;
+  // What the database last showed while the lease has lapsed: the service away (job-gate.js).
+  #away = false;
 
   constructor(ctx, { onRejoined, onRecoveryPending }) {
     this.#ctx = ctx;
@@ -83,6 +86,8 @@ export class Membership {
    * exact moment its takeover may start.
    */
   async leave({ exiting = false } = {}) {
+    // Stopping: new jobs are the application's business again (it closes its queue first).
+    this.#gateJobs('stopping');
     const session = this.current;
     if (!session) return null;
     const error = await this.#leave(session, { exiting });
@@ -130,6 +135,8 @@ export class Membership {
     }
     this.#session = session;
     counters.registrations++;
+    this.#away = false;
+    this.#gateJobs('registered');
     session.start();
     log.info('registered with rollcall', {
       instanceId: session.instanceId,
@@ -183,7 +190,59 @@ export class Membership {
     } else {
       log.info('lease renewed after a lapse', { instanceId: session.instanceId });
     }
+    // New jobs are held (or let go) first: a listener of the event sees the gate already moved.
+    this.#away = false;
+    this.#gateJobs(lapsed ? 'lease-lapsed' : 'lease-renewed');
     emit(lapsed ? 'lease-lapsed' : 'lease-renewed', { instanceId: session.instanceId });
+    if (lapsed) this.#watchAway(session);
+  }
+
+  /**
+   * Holds or lets go the taking of new jobs by this process's queue workers (`queueWorkers`, whose
+   * `noticingPool` carries it out) as mayTakeJobs decides from where the membership stands now.
+   */
+  #gateJobs(reason) {
+    const { o, log, life, counters, emit } = this.#ctx;
+    const workers = o.queueWorkers;
+    if (typeof workers?.holdJobs !== 'function') return;
+    const held = !mayTakeJobs({ state: life.state, lapsed: this.current?.lapsed ?? false, serviceAway: this.#away });
+    if (!workers.holdJobs(held)) return;
+    const instanceId = this.current?.instanceId ?? this.#session?.instanceId ?? null;
+    if (held) {
+      counters.jobHolds++;
+      log.warn('taking no new queue job: a peer may be taking over what this instance runs; running jobs go on', {
+        instanceId,
+        reason,
+      });
+    } else {
+      log.info('taking queue jobs again', { instanceId, reason });
+    }
+    emit(held ? 'jobs-held' : 'jobs-resumed', { instanceId, reason });
+  }
+
+  /**
+   * While the lease has lapsed, reads (about every second) whether the database shows the service
+   * away, and lets new jobs go on while it does. Cannot read it (no `pool`, no grant, the database
+   * away too): jobs stay held, since nothing shows that no peer takes over.
+   */
+  async #watchAway(session) {
+    const { o, log, life, sleep } = this.#ctx;
+    if (typeof o.queueWorkers?.holdJobs !== 'function') return;
+    let warned = false;
+    while (session.lapsed && !life.stopping) {
+      let away = false;
+      try {
+        away = o.pool ? await serviceAway(o.pool, session.instanceId, session.leaseTtlMs) : false;
+        warned = false;
+      } catch (error) {
+        if (!warned) log.warn('cannot read whether rollcall is away; taking no new queue job while the lease has lapsed', { error });
+        warned = true;
+      }
+      if (!session.lapsed) return;
+      this.#away = away;
+      this.#gateJobs(away ? 'rollcall-away' : 'lease-lapsed');
+      await sleep(Math.min(1_000, session.heartbeatIntervalMs));
+    }
   }
 
   /** Called by a session that fenced itself: says so, then registers again as a new instance. */
@@ -191,6 +250,7 @@ export class Membership {
     const { o, log, life, counters, emit } = this.#ctx;
     counters.fencedEvents++;
     if (!life.to('fenced')) return; // stopping: the leave is all that is left
+    this.#gateJobs('fenced');
     log.warn('fenced: lease lost; claiming stopped, registering again as a new instance', {
       instanceId: session.instanceId,
       reason,

@@ -595,6 +595,122 @@ test('unrenewable lease: heartbeats that never answer lapse the lease, and an an
   assert.equal(client.stats.registrations, 1);
 });
 
+/**
+ * A stand-in of the client's pool on the engine's database, answering what the job gate reads
+ * (job-gate.js: whether the database shows Rollcall away) with `away()`.
+ */
+function gatePool(away) {
+  const reads = [];
+  return {
+    reads,
+    query: async (text, values) => {
+      assert.match(text, /rollcall\.coordinator_beat/);
+      reads.push(values);
+      return { rows: [{ away: away() }] };
+    },
+  };
+}
+
+/** Options with the built-in pool (the stand-in) instead of an enqueue function. */
+const withPool = (url, pool, extra = {}) => {
+  const { enqueue, ...rest } = base(url, extra);
+  return { ...rest, pool };
+};
+
+test('a lapsed lease holds new queue jobs while the database shows Rollcall running; a renewal lets them go', async (t) => {
+  let answering = false;
+  const fake = await fakeRollcall({
+    heartbeat: (req) => (req.auth === 'Bearer rci_1' && !answering ? 'hang' : fakeDefaults(fake).heartbeat()),
+  });
+  const workers = new QueueWorkers();
+  const pool = gatePool(() => false);
+  const events = [];
+  const client = startFor(t, withPool(fake.url, pool, { queueWorkers: workers, requestTimeoutMs: 5000 }));
+  for (const e of ['lease-lapsed', 'jobs-held', 'jobs-resumed', 'lease-renewed']) {
+    client.on(e, (p) => events.push([e, p.reason ?? null, workers.jobsHeld]));
+  }
+  await client.recovered;
+  assert.equal(workers.jobsHeld, false, 'registered: jobs are taken');
+  for (let i = 0; i < 80 && pool.reads.length < 2; i++) await sleep(50);
+  assert.equal(workers.jobsHeld, true, 'lapsed, Rollcall running: no new job');
+  assert.ok(pool.reads.length >= 2, 'the database is read again while the lease has lapsed');
+  assert.equal(pool.reads[0][0], '00000000-0000-0000-0000-000000000001');
+  answering = true;
+  for (let i = 0; i < 60 && workers.jobsHeld; i++) await sleep(50);
+  assert.equal(workers.jobsHeld, false, 'renewed: jobs are taken again');
+  assert.deepEqual(events, [
+    ['jobs-held', 'lease-lapsed', true],
+    ['lease-lapsed', null, true],
+    ['jobs-resumed', 'lease-renewed', false],
+    ['lease-renewed', null, false],
+  ]);
+  assert.equal(client.stats.jobHolds, 1);
+});
+
+test('a lapsed lease while the database shows Rollcall away: jobs are held only until that is read', async (t) => {
+  const fake = await fakeRollcall({ heartbeat: () => 'hang' });
+  const workers = new QueueWorkers();
+  const pool = gatePool(() => true);
+  const events = [];
+  const client = startFor(t, withPool(fake.url, pool, { queueWorkers: workers, requestTimeoutMs: 5000 }));
+  for (const e of ['jobs-held', 'jobs-resumed']) client.on(e, (p) => events.push([e, p.reason]));
+  await client.recovered;
+  for (let i = 0; i < 80 && events.length < 2; i++) await sleep(50);
+  assert.deepEqual(events, [
+    ['jobs-held', 'lease-lapsed'],
+    ['jobs-resumed', 'rollcall-away'],
+  ]);
+  assert.equal(workers.jobsHeld, false);
+  assert.equal(client.leaseLapsed, true, 'still lapsed: the same instance, jobs taken meanwhile');
+});
+
+test('a lapsed lease whose database cannot be read keeps jobs held', async (t) => {
+  const fake = await fakeRollcall({ heartbeat: () => 'hang' });
+  const workers = new QueueWorkers();
+  let reads = 0;
+  const pool = {
+    query: async () => {
+      reads++;
+      throw new Error('permission denied for schema rollcall');
+    },
+  };
+  const client = startFor(t, withPool(fake.url, pool, { queueWorkers: workers, requestTimeoutMs: 5000 }));
+  await client.recovered;
+  for (let i = 0; i < 80 && reads < 2; i++) await sleep(50);
+  assert.ok(reads >= 2);
+  assert.equal(workers.jobsHeld, true);
+});
+
+test('gone: new jobs are held from the fence until the process is registered again', async (t) => {
+  let heldWhileRegistering = null;
+  const workers = new QueueWorkers();
+  const fake = await fakeRollcall({
+    heartbeat: (req) => (req.auth === 'Bearer rci_1' ? problem(410, 'instance-gone') : fakeDefaults(fake).heartbeat()),
+    register: async (req, n) => {
+      if (n === 2) {
+        await sleep(300);
+        heldWhileRegistering = workers.jobsHeld;
+      }
+      return fakeDefaults(fake).register();
+    },
+  });
+  const events = [];
+  const client = startFor(t, withPool(fake.url, gatePool(() => false), { queueWorkers: workers }));
+  for (const e of ['fenced', 'jobs-held', 'jobs-resumed', 'registered']) {
+    client.on(e, (p) => events.push([e, p.reason ?? p.instanceId]));
+  }
+  for (let i = 0; i < 60 && events.length < 5; i++) await sleep(50);
+  assert.equal(heldWhileRegistering, true);
+  assert.equal(workers.jobsHeld, false);
+  assert.deepEqual(events, [
+    ['registered', '00000000-0000-0000-0000-000000000001'],
+    ['jobs-held', 'fenced'],
+    ['fenced', 'gone'],
+    ['jobs-resumed', 'registered'],
+    ['registered', '00000000-0000-0000-0000-000000000002'],
+  ]);
+});
+
 test('stop() lets the batch in hand finish, then leaves with the last in-flight set; an aborted signal stops too', async () => {
   let release;
   const fake = await fakeRollcall({ claim: (req, n) => (n === 1 ? batch(5, ['x']) : fakeDefaults(fake).claim()) });

@@ -3,6 +3,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { WorkflowInvokePayloadSchema, parseQueueName } from '@workflow/world';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { Lifecycle, TRANSITIONS } from '../src/lifecycle.js';
 import { RETRY_AFTER_MAX_MS, parseRetryAfter, retryAfterOf, retryDelay } from '../src/retry.js';
 import {
@@ -12,8 +15,12 @@ import {
   createTracker,
   jobSpecs,
   messageIdOf,
+  QueueWorkers,
+  mayTakeJobs,
   monotonicUlid,
+  noticingPool,
   routeOf,
+  takesJobs,
   runIdOfMessage,
   trackWorld,
   workflowMessage,
@@ -324,4 +331,116 @@ test('trackWorld admit: a delivery waits while admit() hands back a pending prom
   open();
   await held;
   assert.equal(ran, 2);
+});
+
+test('mayTakeJobs: none while fenced, none while the lease has lapsed unless Rollcall is seen away, else all', () => {
+  const cases = [
+    [{ state: 'active', lapsed: false }, true],
+    [{ state: 'active', lapsed: true }, false],
+    [{ state: 'active', lapsed: true, serviceAway: false }, false],
+    [{ state: 'active', lapsed: true, serviceAway: true }, true],
+    [{ state: 'fenced', lapsed: false }, false],
+    [{ state: 'fenced', lapsed: false, serviceAway: true }, false],
+    // No lease to lose: not registered yet, running without Rollcall, or shutting down.
+    [{ state: 'new', lapsed: false }, true],
+    [{ state: 'registering', lapsed: false }, true],
+    [{ state: 'fallback', lapsed: false }, true],
+    [{ state: 'failed', lapsed: false }, true],
+    [{ state: 'stopping', lapsed: false }, true],
+    [{ state: 'stopped', lapsed: false }, true],
+  ];
+  for (const [at, expected] of cases) assert.equal(mayTakeJobs(at), expected, JSON.stringify(at));
+});
+
+/** The SQL template of one of graphile-worker's statements, from the installed package's source. */
+function graphileStatement(appRequire, file, marker) {
+  const source = readFileSync(join(dirname(appRequire.resolve('graphile-worker/package.json')), 'dist/sql', file), 'utf8');
+  const from = source.indexOf(marker);
+  assert.ok(from >= 0, `${file} has ${marker}`);
+  return source.slice(from, source.indexOf('`', from + marker.length + 1));
+}
+
+test("takesJobs: graphile-worker's statement that takes a job to run it, and none of its others", () => {
+  const here = createRequire(import.meta.url);
+  // graphile-worker 0.16.6, as world-postgres 4.3.7 and the 5.0 betas install it.
+  assert.equal(takesJobs(graphileStatement(here, 'getJob.js', 'const text = `')), true);
+  assert.equal(takesJobs(graphileStatement(here, 'failJob.js', 'text: `')), false);
+  assert.equal(takesJobs(graphileStatement(here, 'completeJob.js', 'text: `')), false);
+  // The shapes of 0.18's statements that fail or return a pool's jobs name its id as $1 as well.
+  assert.equal(takesJobs('update jobs set attempts = GREATEST(0, attempts - 1), locked_by = null where id = any($2) and locked_by = $1::text'), false);
+  assert.equal(takesJobs("update jobs set run_at = now() + (exp(least(attempts, 10)) * interval '1 second') where id = (el->>'jobId')::bigint and locked_by = $1::text"), false);
+  assert.equal(takesJobs('select * from runs where id = $1'), false);
+  assert.equal(takesJobs(undefined), false);
+});
+
+/** A stand-in of the `pg` module: a Client whose query records what was sent, and a Pool that makes them. */
+function standInPg(sent) {
+  class Client {
+    query(config, values, callback) {
+      sent.push(typeof config === 'string' ? config : config.text);
+      const result = { rows: [{ sent: true }], rowCount: 1 };
+      const done = [callback, values].find((f) => typeof f === 'function');
+      if (done) return void process.nextTick(() => done(null, result));
+      return Promise.resolve(result);
+    }
+  }
+  class Pool {
+    constructor(options) {
+      this.client = new options.Client();
+    }
+  }
+  return { Client, Pool };
+}
+
+test('noticingPool: while the workers hold jobs, a statement taking one is answered "no job" and never sent; any other goes through', async () => {
+  const sent = [];
+  const workers = new QueueWorkers();
+  const pool = noticingPool(standInPg(sent), {}, workers);
+  const take = 'with j as (select id from jobs limit 1 for update skip locked) update jobs set attempts = jobs.attempts + 1, locked_by = $1::text, locked_at = now() from j where jobs.id = j.id returning *';
+  const fail = 'update jobs set last_error = $2, locked_by = null where id = $3 and locked_by = $1::text';
+  assert.equal((await pool.client.query({ text: take, values: ['worker-a', [1]] })).rowCount, 1);
+  assert.equal(workers.holdJobs(true), true);
+  assert.equal(workers.holdJobs(true), false, 'already held');
+  assert.equal(workers.jobsHeld, true);
+  assert.deepEqual((await pool.client.query({ text: take, values: ['worker-a', [1]], name: 'get_job' })).rows, []);
+  const byCallback = await new Promise((resolve, reject) =>
+    pool.client.query(take, ['worker-b', [1]], (error, result) => (error ? reject(error) : resolve(result))),
+  );
+  assert.equal(byCallback.rowCount, 0);
+  // A job already running still fails, completes or is returned as it would.
+  assert.equal((await pool.client.query({ text: fail, values: ['worker-a', 'e', 7] })).rowCount, 1);
+  assert.equal(workers.heldFetches, 2);
+  assert.deepEqual(workers.list(), ['worker-a', 'worker-b'], 'worker ids are still learnt while held');
+  assert.equal(workers.holdJobs(false), true);
+  assert.equal((await pool.client.query({ text: take, values: ['worker-a', [1]] })).rowCount, 1);
+  assert.deepEqual(sent, [take, fail, take]);
+});
+
+test('QueueWorkers.settled: resolves once every statement taking jobs that was sent has been answered', async () => {
+  const workers = new QueueWorkers();
+  let answer;
+  const pg = {
+    Client: class {
+      query() {
+        return new Promise((resolve) => (answer = resolve));
+      }
+    },
+    Pool: class {
+      constructor(options) {
+        this.client = new options.Client();
+      }
+    },
+  };
+  const pool = noticingPool(pg, {}, workers);
+  const take = 'update jobs set attempts = jobs.attempts + 1, locked_by = $1::text from j returning *';
+  const pending = pool.client.query({ text: take, values: ['w'] });
+  workers.holdJobs(true);
+  let settled = false;
+  workers.settled().then(() => (settled = true));
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(settled, false, 'a take sent before the hold is still unanswered');
+  answer({ rows: [], rowCount: 0 });
+  await pending;
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(settled, true);
 });
