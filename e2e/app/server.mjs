@@ -241,4 +241,18 @@ if (recovery === 'rollcall') {
 } else {
   await world.start?.();
 }
+// With the zero-code world module: when the Rollcall client holds new queue jobs back and lets
+// them go (a 'jobs-held' line is written once no statement taking jobs sent before the hold is
+// unanswered, with this process's queue worker ids: from then on none of them takes a job until
+// 'jobs-resumed'), and when its lease lapses and it registers.
+const rollcallWorld = globalThis[Symbol.for('rollcall.world.process')];
+if (rollcallWorld?.client) {
+  const { client, workers } = rollcallWorld;
+  client.on('jobs-held', ({ instanceId, reason }) =>
+    workers.settled().then(() => journal('jobs-held', { instanceId, reason, workers: workers.list() })),
+  );
+  client.on('jobs-resumed', ({ instanceId, reason }) => journal('jobs-resumed', { instanceId, reason }));
+  client.on('lease-lapsed', ({ instanceId }) => journal('lease-lapsed', { instanceId }));
+  client.on('registered', ({ instanceId }) => journal('registered', { instanceId }));
+}
 journal('started', { recovery });

@@ -671,6 +671,20 @@ class EndToEndIT {
       parked = parkedRuns();
     }
 
+    /**
+     * Takes {@code subject} as this round's stopped replica without stopping it (it is cut off from
+     * Rollcall, say): what it executes now is measured as a stopped replica's runs; it stays live.
+     */
+    void cutOff(ExampleApp.Replica subject) {
+      victim = subject;
+      killMaxJobId = Long.parseLong(maxJobId());
+      stoppedAt = System.currentTimeMillis();
+      killed = true; // nothing to wait for: measure() does not wait for its exit
+      stoppedAtDb = cluster.db.column("SELECT localtimestamp::text").get(0);
+      held = openRuns(subject.name(), stoppedAt);
+      parked = parkedRuns();
+    }
+
     /** Step executions started and not ended, by replica. */
     Map<String, Integer> openSteps() {
       Map<String, Integer> balance = new HashMap<>();

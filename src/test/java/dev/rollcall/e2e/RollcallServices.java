@@ -91,6 +91,11 @@ final class RollcallServices implements AutoCloseable {
     }
   }
 
+  /** The balancer in front of the service replicas: the address app replicas are given. */
+  java.net.URI url() {
+    return balancer.url();
+  }
+
   /** The deployment id app replicas are given by {@link #appEnv}. */
   String deploymentId() {
     return deploymentId;

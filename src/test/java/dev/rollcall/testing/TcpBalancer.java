@@ -17,6 +17,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * each new connection goes to the next backend in turn; a backend taken out gets no new
  * connections, and the connections it held end when it dies. Clients see exactly what they would
  * see in production when a replica is killed: a reset mid-request, then a live replica on retry.
+ * With one backend it is a network path of the test's own, which can be cut and healed.
  */
 public final class TcpBalancer implements AutoCloseable {
 
@@ -24,7 +25,9 @@ public final class TcpBalancer implements AutoCloseable {
   private final List<Integer> backends = new CopyOnWriteArrayList<>();
   private final AtomicInteger next = new AtomicInteger();
   private final List<Socket> open = new CopyOnWriteArrayList<>();
+  private final List<Socket> parked = new CopyOnWriteArrayList<>();
   private volatile boolean closed;
+  private volatile boolean cut;
 
   public TcpBalancer() throws IOException {
     server = new ServerSocket();
@@ -49,6 +52,22 @@ public final class TcpBalancer implements AutoCloseable {
     backends.remove(Integer.valueOf(backend.getPort()));
   }
 
+  /**
+   * Stops forwarding, as a network path that drops every packet: the connections open now are cut,
+   * new ones are accepted and never answered, until {@link #heal}.
+   */
+  public void cut() {
+    cut = true;
+    open.forEach(TcpBalancer::closeQuietly);
+  }
+
+  /** Forwards again; the connections left unanswered meanwhile are closed. */
+  public void heal() {
+    cut = false;
+    parked.forEach(TcpBalancer::closeQuietly);
+    parked.clear();
+  }
+
   private void accept() {
     while (!closed) {
       Socket client;
@@ -56,6 +75,10 @@ public final class TcpBalancer implements AutoCloseable {
         client = server.accept();
       } catch (IOException e) {
         return; // closed
+      }
+      if (cut) {
+        parked.add(client);
+        continue;
       }
       Socket backend = connectToABackend();
       if (backend == null) {
@@ -120,5 +143,6 @@ public final class TcpBalancer implements AutoCloseable {
     closed = true;
     server.close();
     open.forEach(TcpBalancer::closeQuietly);
+    parked.forEach(TcpBalancer::closeQuietly);
   }
 }
