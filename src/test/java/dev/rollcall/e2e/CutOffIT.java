@@ -84,7 +84,7 @@ class CutOffIT {
           awaitExecuting(round, cut);
 
           // The cut's time is taken just before it: every "after the cut" below is at most that.
-          String cutAtDb = RollcallOutageIT.now(db);
+          String cutAtDb = Outcomes.now(db);
           long cutAt = System.currentTimeMillis();
           path.cut();
           round.cutOff(cut);
