@@ -45,7 +45,7 @@ import org.junit.jupiter.api.Test;
  * and {@code e2e.step-ms}, {@code e2e.seed}, {@code e2e.target-world}, {@code e2e.line} as in
  * {@link EndToEndIT}. The zero-code world module (the hold is wired there).
  */
-@Tag("e2e")
+@Tag("cut-off")
 class CutOffIT {
 
   static final String NAMESPACE = RollcallServices.NAMESPACE;
