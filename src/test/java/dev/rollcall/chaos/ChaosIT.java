@@ -169,7 +169,7 @@ class ChaosIT {
         INJECTIONS * ((GAP_MIN_MS + GAP_SPREAD_MS / 2) / 1000.0 + replicaStartSeconds);
     Fleet fleet = new Fleet(scenario.deploy, batchSize(scenario.needing, 2 * chaosSeconds));
     fleet.startAll();
-    long epoch = awaitEpoch(scenario.deploy);
+    long epoch = db.awaitBootPass(NAMESPACE, scenario.deploy, Duration.ofSeconds(60));
     awaitCompletedBatches(epoch, 2);
     log("kill: epoch %d under way, batches of %d; injecting", epoch, fleet.maxRuns);
 
@@ -252,7 +252,7 @@ class ChaosIT {
     // so few large batches finish sooner than many small ones): the outage lands in its middle.
     Fleet fleet = new Fleet(scenario.deploy, batchSize(scenario.needing, 15));
     fleet.startAll();
-    long epoch = awaitEpoch(scenario.deploy);
+    long epoch = db.awaitBootPass(NAMESPACE, scenario.deploy, Duration.ofSeconds(60));
     awaitCompletedBatches(epoch, 5);
     log("pg-restart: epoch %d under way, batches of %d; stopping PostgreSQL", epoch, fleet.maxRuns);
     // An instance of the same deploy that only probes the API during the outage.
@@ -368,23 +368,6 @@ class ChaosIT {
   static int batchSize(long needing, double seconds) {
     double batchesPerSecond = CLIENTS * 1000.0 / (CHAOS_PACE_MS + 100);
     return (int) Math.max(2, Math.min(5000, Math.ceil(needing / seconds / batchesPerSecond)));
-  }
-
-  static long awaitEpoch(String deploy) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (System.nanoTime() < deadline) {
-      List<String> id =
-          db.column(
-              "SELECT id FROM rollcall.epochs WHERE namespace = ? AND kind = 'boot'"
-                  + " AND deployment_id = ?",
-              NAMESPACE,
-              deploy);
-      if (!id.isEmpty()) {
-        return Long.parseLong(id.get(0));
-      }
-      Thread.sleep(100);
-    }
-    throw new AssertionError("no boot epoch for deploy " + deploy + " within 60 s");
   }
 
   static void awaitCompletedBatches(long epoch, int batches) throws InterruptedException {

@@ -71,14 +71,26 @@ class OwnerAwareTest extends ApiTestBase {
             owned));
   }
 
-  @Test
-  void aRunTheOwnerDropsBeforeTheEpochClosesIsHandedOut() {
+  /** A run a live owner of an older deploy reports, deferred by the first batch of this deploy. */
+  record Deferred(String run, Instance owner, Instance booting, Batch first) {}
+
+  Deferred deferredByTheBootPass() {
     String owned = someActiveRun();
     Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
     api.heartbeat(owner, List.of(owned)).expect(200);
     Instance booting = api.register(SourceTables.SMALL, deploy, "booting");
     Batch first = api.claimBatch(booting, 100);
     assertFalse(first.runIds().contains(owned));
+    return new Deferred(owned, owner, booting, first);
+  }
+
+  @Test
+  void aRunTheOwnerDropsBeforeTheEpochClosesIsHandedOut() {
+    Deferred d = deferredByTheBootPass();
+    String owned = d.run();
+    Instance owner = d.owner();
+    Instance booting = d.booting();
+    Batch first = d.first();
 
     api.heartbeat(owner, List.of()).expect(200);
     api.complete(booting, first, List.of()).expect(200);
@@ -99,12 +111,11 @@ class OwnerAwareTest extends ApiTestBase {
   @ValueSource(booleans = {true, false})
   void aRunItsDeadOwnersTakeoverHandedOutIsNotHandedOutAgainByThePassReCheck(
       boolean heldByTakeover) {
-    String owned = someActiveRun();
-    Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
-    api.heartbeat(owner, List.of(owned)).expect(200);
-    Instance booting = api.register(SourceTables.SMALL, deploy, "booting");
-    Batch first = api.claimBatch(booting, 100);
-    assertFalse(first.runIds().contains(owned));
+    Deferred d = deferredByTheBootPass();
+    String owned = d.run();
+    Instance owner = d.owner();
+    Instance booting = d.booting();
+    Batch first = d.first();
 
     // The owner dies before the re-check: its takeover opens with the run in a batch.
     TimeTravel.leaseExpired(owner);

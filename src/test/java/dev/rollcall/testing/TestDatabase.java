@@ -8,6 +8,7 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -146,6 +147,22 @@ public final class TestDatabase implements AutoCloseable {
     } catch (SQLException e) {
       throw new IllegalStateException(e);
     }
+  }
+
+  /** The id of the boot pass of {@code deploy} in {@code namespace}, once one opened (polled). */
+  public long awaitBootPass(String namespace, String deploy, Duration within) {
+    return Poll.value(
+        "a boot pass of deploy " + deploy,
+        within,
+        () ->
+            column(
+                    "SELECT id FROM rollcall.epochs WHERE namespace = ? AND kind = 'boot'"
+                        + " AND deployment_id = ?",
+                    namespace,
+                    deploy)
+                .stream()
+                .findFirst()
+                .map(Long::parseLong));
   }
 
   /** The first column of every row; a {@code String[]} parameter is bound as a text array. */

@@ -143,7 +143,7 @@ class UpgradeIT {
       for (int c = 0; c < claimerCount; c++) {
         claimers.start(balancer.url(), fleet, fleet.join(deploy, "claimer-" + c, List.of()));
       }
-      long pass = awaitBootEpoch(deploy);
+      long pass = db.awaitBootPass(NAMESPACE, deploy, Duration.ofSeconds(120));
       log(
           "boot pass %d under way on the old replicas, batches of %d, %d ms each",
           pass, batch, batchAndPace[1]);
@@ -364,23 +364,6 @@ class UpgradeIT {
     return Integer.parseInt(
         db.column("SELECT max(version::int) FROM rollcall.flyway_schema_history WHERE success")
             .get(0));
-  }
-
-  private long awaitBootEpoch(String deploy) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-    while (System.nanoTime() < deadline) {
-      List<String> id =
-          db.column(
-              "SELECT id FROM rollcall.epochs WHERE namespace = ? AND kind = 'boot'"
-                  + " AND deployment_id = ?",
-              NAMESPACE,
-              deploy);
-      if (!id.isEmpty()) {
-        return Long.parseLong(id.get(0));
-      }
-      Thread.sleep(100);
-    }
-    throw new AssertionError("no boot pass for " + deploy + " within 120 s");
   }
 
   private boolean open(long epoch) {
