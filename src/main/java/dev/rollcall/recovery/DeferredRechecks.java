@@ -10,8 +10,9 @@ import java.util.List;
  * A claim's stage on an epoch whose scan is done, holding its lock: re-check the deferred runs that
  * are due and hand out those whose proof is gone; with none due, the epoch's close ({@link
  * Closing}). A pass skips for good a run still owned or active at its re-check, or handed out by
- * another epoch since its deferral (its owner's takeover); a takeover defers one a live instance
- * still reports again, and re-drives it once none does ({@link TakeoverRechecks}).
+ * another epoch since its deferral (its owner's takeover), and defers again one another epoch is
+ * handing out at this moment ({@link SingleHandOut}); a takeover defers one a live instance still
+ * reports again, and re-drives it once none does ({@link TakeoverRechecks}).
  */
 @ApplicationScoped
 class DeferredRechecks {
@@ -23,6 +24,7 @@ class DeferredRechecks {
   private final Closing closing;
   private final TakeoverRechecks takeovers;
   private final PassTraces passTraces;
+  private final SingleHandOut singleHandOut;
 
   DeferredRechecks(
       Deferrals deferrals,
@@ -31,7 +33,9 @@ class DeferredRechecks {
       Verdicts verdicts,
       Closing closing,
       TakeoverRechecks takeovers,
-      PassTraces passTraces) {
+      PassTraces passTraces,
+      SingleHandOut singleHandOut) {
+    this.singleHandOut = singleHandOut;
     this.deferrals = deferrals;
     this.classifier = classifier;
     this.batches = batches;
@@ -61,14 +65,31 @@ class DeferredRechecks {
                   .fromSource(
                       classifier
                           .recheck(conn, claim.source(), epoch, due)
-                          .chain(found -> notHandedOutTwice(conn, epoch, found))
                           .call(found -> verdicts.mendTorn(conn, claim.source(), epoch, found))
+                          // Last, after the menders' locks (see SingleHandOut).
+                          .chain(found -> singleHandOut.recheck(conn, epoch, found))
                           .call(found -> passTraces.rechecked(conn, epoch, due.size(), found)))
                   .chain(
                       found ->
                           deferrals
-                              .resolve(conn, epoch, due)
-                              .chain(() -> verdicts.record(conn, epoch, found))
+                              .again(conn, epoch.id(), Verdicts.of(found, Disposition.DEFER))
+                              .chain(
+                                  () ->
+                                      deferrals.resolve(
+                                          conn,
+                                          epoch,
+                                          found.stream()
+                                              .filter(v -> v.disposition() != Disposition.DEFER)
+                                              .map(Verdict::runId)
+                                              .toList()))
+                              .chain(
+                                  () ->
+                                      verdicts.record(
+                                          conn,
+                                          epoch,
+                                          found.stream()
+                                              .filter(v -> v.disposition() != Disposition.DEFER)
+                                              .toList()))
                               .chain(
                                   () ->
                                       handOut(
@@ -77,18 +98,6 @@ class DeferredRechecks {
                                           epoch,
                                           Verdicts.of(found, Disposition.HAND_OUT))));
             });
-  }
-
-  /**
-   * A pass's re-check hands out no run another epoch handed out since the pass deferred it: the
-   * takeover of its owner, dead since, answers for it ({@link Deferrals#HANDED_OUT_ELSEWHERE}).
-   */
-  private Uni<List<Verdict>> notHandedOutTwice(SqlClient conn, Epoch epoch, List<Verdict> found) {
-    List<String> out =
-        Verdicts.of(found, Disposition.HAND_OUT).stream().map(Verdict::runId).toList();
-    return deferrals
-        .handedOutElsewhere(conn, epoch, out)
-        .map(elsewhere -> Verdicts.notHandedOutTwice(found, elsewhere));
   }
 
   /** A takeover's due deferred runs, settled ({@link TakeoverRechecks#settle}). */

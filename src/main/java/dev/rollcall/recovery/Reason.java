@@ -23,11 +23,17 @@ public enum Reason {
   /** Sweeps only: re-driven by an earlier epoch, and the engine has written nothing since. */
   UNCHANGED_SINCE_REDRIVE("unchanged-since-redrive", false),
   /**
-   * A pass's re-check only: another epoch (the takeover of the instance that owned the run when the
-   * pass deferred it, or a sweep) has handed the run out since the deferral, or holds it in a batch
-   * to hand out now. That epoch answers for the run, its expired leases included.
+   * A takeover's first look or any re-check: another epoch (the takeover of another instance that
+   * reported the run, or of the instance that owned it when a pass deferred it; or a sweep) holds
+   * the run in a batch to hand out now, or, at a re-check, has handed it out since the deferral.
+   * That epoch answers for the run, its expired leases included.
    */
   HANDED_OUT_ELSEWHERE("handed-out-elsewhere", false),
+  /**
+   * Deferred: another epoch's transaction holds the run's hand-out lock, deciding it at this
+   * moment; re-checked as any deferred run is, when that epoch's hand-out, if it made one, is seen.
+   */
+  HAND_OUT_UNDER_WAY("hand-out-under-way", false),
   /** Ledger only: a queue lock released because no live instance owns the worker holding it. */
   ORPHANED_LOCK("orphaned-lock", false);
 

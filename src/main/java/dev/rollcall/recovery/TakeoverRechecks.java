@@ -50,6 +50,7 @@ class TakeoverRechecks {
   private final RunSources sources;
   private final RollcallConfig config;
   private final PassTraces passTraces;
+  private final SingleHandOut singleHandOut;
 
   TakeoverRechecks(
       Pool pool,
@@ -61,7 +62,9 @@ class TakeoverRechecks {
       Batches batches,
       RunSources sources,
       RollcallConfig config,
-      PassTraces passTraces) {
+      PassTraces passTraces,
+      SingleHandOut singleHandOut) {
+    this.singleHandOut = singleHandOut;
     this.pool = pool;
     this.epochs = epochs;
     this.deferrals = deferrals;
@@ -145,10 +148,11 @@ class TakeoverRechecks {
    * instance still reports, or whose queued job may still run, stay deferred (due again a heartbeat
    * interval from now); the others are settled as the takeover settles a run, as {@code owner-dead}
    * of its subject, and one deferred with an owner message is re-driven with it while that message
-   * still owns its interrupted step. Returns the runs to hand out. The torn writes of the runs no
-   * live instance reports any more are mended if the engine wrote nothing to them within the
-   * activity fence ({@link TornRuns#recheck}): a live process may have taken a run up since its
-   * owner's last report.
+   * still owns its interrupted step; a run another epoch handed out since its deferral is skipped,
+   * and one another epoch is handing out right now deferred again ({@link SingleHandOut}). Returns
+   * the runs to hand out. The torn writes of the runs no live instance reports any more are mended
+   * if the engine wrote nothing to them within the activity fence ({@link TornRuns#recheck}): a
+   * live process may have taken a run up since its owner's last report.
    */
   Uni<List<Verdict>> settle(SqlClient conn, RunSource source, Epoch epoch, List<String> due) {
     UUID dead = epoch.subject().orElseThrow();
@@ -177,6 +181,8 @@ class TakeoverRechecks {
                   // a replay that cannot go on: it waits, and is mended once quiet.
                   .chain(() -> TornRuns.holdTorn(conn, source, found));
             })
+        // Last, after the menders' locks: another instance's takeover may answer for the run.
+        .chain(found -> singleHandOut.recheck(conn, epoch, found))
         .call(found -> passTraces.rechecked(conn, epoch, due.size(), found))
         .chain(
             found -> {

@@ -46,6 +46,7 @@ public class Takeovers {
   private final RollcallConfig config;
   private final MeterRegistry meters;
   private final RecoveryTraces traces;
+  private final SingleHandOut singleHandOut;
 
   Takeovers(
       RunSources sources,
@@ -58,7 +59,9 @@ public class Takeovers {
       Ledger ledger,
       RollcallConfig config,
       MeterRegistry meters,
-      RecoveryTraces traces) {
+      RecoveryTraces traces,
+      SingleHandOut singleHandOut) {
+    this.singleHandOut = singleHandOut;
     this.traces = traces;
     this.sources = sources;
     this.epochs = epochs;
@@ -177,6 +180,8 @@ public class Takeovers {
                                 ? Uni.createFrom().item(verdicts)
                                 : tornRuns.redriveStepMessageOwners(
                                     conn, source.get(), verdicts, locks, subject.instanceId()))
+                    // Another instance that reported the same runs may have died with this one.
+                    .chain(verdicts -> singleHandOut.firstLook(conn, epoch, verdicts))
                     .chain(verdicts -> handOut(conn, source, epoch, verdicts, locks.size())))
         .chain(
             opened ->

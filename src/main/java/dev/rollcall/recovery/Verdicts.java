@@ -52,16 +52,33 @@ class Verdicts {
   }
 
   /**
-   * A pass's re-check: its hand-outs of runs another epoch handed out since their deferral ({@code
-   * elsewhere}) become skips, {@code handed-out-elsewhere}; every other verdict stays.
+   * One hand-out of a run across epochs ({@link SingleHandOut}): of {@code verdicts}' hand-outs, a
+   * run another transaction is deciding right now ({@code underWay}) is deferred, {@code
+   * hand-out-under-way}, keeping the queue message it was to be re-driven with; a run another epoch
+   * answers for ({@code elsewhere}) becomes a skip, {@code handed-out-elsewhere}; every other
+   * verdict stays.
    */
-  static List<Verdict> notHandedOutTwice(List<Verdict> verdicts, Set<String> elsewhere) {
+  static List<Verdict> singleHandOut(
+      List<Verdict> verdicts, Set<String> underWay, Set<String> elsewhere) {
     return verdicts.stream()
         .map(
-            v ->
-                v.disposition() == Disposition.HAND_OUT && elsewhere.contains(v.runId())
-                    ? Verdict.skip(v.runId(), v.workflowName(), Reason.HANDED_OUT_ELSEWHERE)
-                    : v)
+            v -> {
+              if (v.disposition() != Disposition.HAND_OUT) {
+                return v;
+              }
+              if (underWay.contains(v.runId())) {
+                return new Verdict(
+                    v.runId(),
+                    v.workflowName(),
+                    Reason.HAND_OUT_UNDER_WAY,
+                    Disposition.DEFER,
+                    null,
+                    v.messageId());
+              }
+              return elsewhere.contains(v.runId())
+                  ? Verdict.skip(v.runId(), v.workflowName(), Reason.HANDED_OUT_ELSEWHERE)
+                  : v;
+            })
         .toList();
   }
 

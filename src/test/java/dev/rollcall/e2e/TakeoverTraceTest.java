@@ -48,6 +48,21 @@ class TakeoverTraceTest {
   }
 
   @Test
+  void aRunHandedOutByAReCheckIsInABatchCutAfterTheOpen() {
+    List<TraceSpan> trace = new ArrayList<>(death());
+    trace.add(span("r", "o", RecoveryTraces.rechecked("takeover"), 0, recheck(1)));
+    trace.add(span("h4", "o", RecoveryTraces.handedOut("takeover"), 1, handOut(9, 1)));
+    TakeoverTrace.check(trace, VICTIM, 42);
+  }
+
+  @Test
+  void aReCheckWhoseRunNoBatchHoldsFails() {
+    List<TraceSpan> trace = new ArrayList<>(death());
+    trace.add(span("r", "o", RecoveryTraces.rechecked("takeover"), 0, recheck(1)));
+    assertThrows(AssertionError.class, () -> TakeoverTrace.check(trace, VICTIM, 42));
+  }
+
+  @Test
   void aCloseInATraceOfItsOwnFails() {
     List<TraceSpan> trace =
         new ArrayList<>(death().stream().filter(s -> !s.spanId().equals("c")).toList());
@@ -106,6 +121,10 @@ class TakeoverTraceTest {
 
   static Map<String, String> handOut(long batch, long runs) {
     return Map.of(key(RecoveryTraces.BATCH), "" + batch, key(RecoveryTraces.RUNS), "" + runs);
+  }
+
+  static Map<String, String> recheck(long handedOut) {
+    return Map.of(key(RecoveryTraces.RUNS), "" + handedOut, key(RecoveryTraces.RECHECKED), "1");
   }
 
   static Map<String, String> closed() {

@@ -25,11 +25,19 @@ public final class TimeTravel {
         instance.id());
   }
 
-  /** The run's deferrals (in any epoch) were made an hour earlier than they were: all are due. */
+  /**
+   * The run's deferrals (in any epoch) were made an hour earlier than they were: all are due. The
+   * run's ledger history moves back with them, so that what happened before or after a deferral
+   * (another epoch's hand-out, say) still did.
+   */
   public static void deferredAnHourAgo(String runId) {
     Db.update(
         "UPDATE rollcall.deferred SET deferred_at = deferred_at - interval '1 hour'"
             + " WHERE run_id = ?",
+        runId);
+    Db.update(
+        "UPDATE rollcall.ledger SET recorded_at = recorded_at - interval '1 hour',"
+            + " resolved_at = resolved_at - interval '1 hour' WHERE run_id = ?",
         runId);
   }
 

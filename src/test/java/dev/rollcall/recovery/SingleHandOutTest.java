@@ -1,0 +1,172 @@
+package dev.rollcall.recovery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rollcall.testing.Api.Instance;
+import dev.rollcall.testing.ApiTestBase;
+import dev.rollcall.testing.Db;
+import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
+import dev.rollcall.testing.TimeTravel;
+import io.smallrye.mutiny.Uni;
+import jakarta.inject.Inject;
+import java.sql.Connection;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A run that several dying instances reported, or that several takeovers deferred, is handed out
+ * once: by the first epoch that decides it, while the others skip it ({@code handed-out-elsewhere})
+ * or, when they decide at the same moment, defer it until they can see the first one's hand-out
+ * ({@code hand-out-under-way}).
+ */
+@ServiceTest
+class SingleHandOutTest extends ApiTestBase {
+
+  static final String NS = SourceTables.ACTIVE;
+
+  @Inject Reaper reaper;
+  @Inject TakeoverRechecks rechecks;
+
+  String deploy;
+  String run;
+
+  @BeforeEach
+  void fresh() {
+    deploy = UUID.randomUUID().toString();
+    // A run of its own per test, quiet for an hour: the ledger and the batches are shared.
+    run = "wrun_one_" + deploy;
+    Db.update(
+        "INSERT INTO "
+            + SourceTables.table(NS)
+            + " (id, workflow_name, status, updated_at)"
+            + " VALUES (?, 'w', 'running', now() - interval '1 hour')",
+        run);
+  }
+
+  @Test
+  void twoInstancesThatReportedOneRunDieTogetherAndItIsHandedOutOnce() {
+    List<Instance> dying = reporting(2, run);
+    dying.forEach(TimeTravel::leaseExpired);
+
+    reaper.runOnce().await().indefinitely();
+
+    assertEquals(1, handOuts(dying, run), "batches of the two takeovers holding the run");
+    assertEquals(Set.of("skipped:handed-out-elsewhere"), outcomes(dying, run));
+  }
+
+  @Test
+  void serviceReplicasReapingManyInstancesThatReportedOneRunHandItOutOnce() {
+    List<Instance> dying = reporting(12, run);
+    dying.forEach(TimeTravel::leaseExpired);
+
+    Uni.join()
+        .all(reaper.runOnce(), reaper.runOnce(), reaper.runOnce(), reaper.runOnce())
+        .andFailFast()
+        .await()
+        .indefinitely();
+    // Takeovers that decided the run at the same moment as another deferred it; their re-check
+    // finds the other's batch.
+    TimeTravel.deferredAnHourAgo(run);
+    rechecks.runOnce().await().indefinitely();
+
+    assertEquals(1, handOuts(dying, run));
+    Set<String> outcomes = outcomes(dying, run);
+    assertTrue(outcomes.contains("skipped:handed-out-elsewhere"), outcomes.toString());
+    outcomes.removeAll(Set.of("skipped:handed-out-elsewhere", "deferred:hand-out-under-way"));
+    assertEquals(Set.of(), outcomes);
+    assertEquals(
+        0,
+        Db.number(
+            "SELECT count(*) FROM rollcall.deferred d JOIN rollcall.epochs e ON e.id = d.epoch_id"
+                + " WHERE d.run_id = ? AND e.subject_instance_id::text = ANY(?::text[])",
+            run,
+            ids(dying)),
+        "deferrals left after the re-check");
+  }
+
+  @Test
+  void aRunAnotherTransactionIsDecidingIsDeferredNotLostAndHandedOutAtItsReCheck()
+      throws Exception {
+    List<Instance> dying = reporting(1, run);
+    TimeTravel.leaseExpired(dying.get(0));
+
+    // Another epoch's transaction holds the run's hand-out lock while the takeover opens, and
+    // then hands nothing out.
+    try (Connection other =
+        Db.holding(
+            "SELECT pg_advisory_xact_lock(" + SingleHandOut.CLASS_ID + ", hashtext(?))", run)) {
+      reaper.runOnce().await().indefinitely();
+      other.rollback();
+    }
+    assertEquals(0, handOuts(dying, run), "handed out while another epoch decided it");
+    assertEquals(Set.of("deferred:hand-out-under-way"), outcomes(dying, run));
+
+    TimeTravel.deferredAnHourAgo(run);
+    rechecks.runOnce().await().indefinitely();
+
+    assertEquals(1, handOuts(dying, run), "the deferred run is handed out at its re-check");
+  }
+
+  @Test
+  void takeoversThatDeferredOneRunForALivePeerHandItOutOnceWhenThePeerLetsGo() {
+    Instance peer = api.register(NS, deploy, "peer");
+    api.heartbeat(peer, List.of(run)).expect(200);
+    List<Instance> dying = reporting(3, run);
+    dying.forEach(TimeTravel::leaseExpired);
+    reaper.runOnce().await().indefinitely();
+    assertEquals(0, handOuts(dying, run), "handed out while a live peer reports it");
+
+    api.heartbeat(peer, List.of()).expect(200);
+    TimeTravel.deferredAnHourAgo(run);
+    rechecks.runOnce().await().indefinitely();
+
+    assertEquals(1, handOuts(dying, run));
+    assertEquals(
+        Set.of("deferred:owned-by-live-instance", "skipped:handed-out-elsewhere"),
+        outcomes(dying, run));
+    api.leave(peer).expect(204);
+  }
+
+  /** {@code n} new instances, each reporting {@code runId} in flight. */
+  private List<Instance> reporting(int n, String runId) {
+    List<Instance> out = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      Instance instance = api.register(NS, deploy, "reporter-" + i);
+      api.heartbeat(instance, List.of(runId)).expect(200);
+      out.add(instance);
+    }
+    return out;
+  }
+
+  /** How many batches of the takeovers of {@code instances} hold {@code runId}. */
+  private static long handOuts(List<Instance> instances, String runId) {
+    return Db.number(
+        "SELECT count(*) FROM rollcall.batch_runs r JOIN rollcall.batches b ON b.id = r.batch_id"
+            + " JOIN rollcall.epochs e ON e.id = b.epoch_id"
+            + " WHERE r.run_id = ? AND e.kind = 'takeover' AND e.subject_instance_id::text"
+            + " = ANY(?::text[])",
+        runId,
+        ids(instances));
+  }
+
+  /** The outcomes other than a hand-out the takeovers of {@code instances} wrote for the run. */
+  private static Set<String> outcomes(List<Instance> instances, String runId) {
+    return Db.set(
+        "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
+            + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
+            + " WHERE l.run_id = ? AND e.kind = 'takeover' AND e.subject_instance_id::text"
+            + " = ANY(?::text[]) AND l.outcome IN ('skipped', 'deferred')",
+        runId,
+        ids(instances));
+  }
+
+  private static String ids(List<Instance> instances) {
+    return "{" + String.join(",", instances.stream().map(i -> i.id().toString()).toList()) + "}";
+  }
+}
