@@ -175,7 +175,8 @@ public class Deferrals {
   /**
    * The re-check deferred these runs again (a live instance still reports the run, or a queued job
    * may still wake it): they stay deferred, for the reason found now, due again a re-check interval
-   * from now (the transaction's now: not due again in this claim).
+   * from now (the transaction's now: not due again in this claim), and keep the owner message a
+   * verdict names (the one that owns the run's interrupted step: {@link TornRuns#redriveOwners}).
    */
   public Uni<Void> again(SqlClient client, long epochId, List<Verdict> deferred) {
     if (deferred.isEmpty()) {
@@ -183,14 +184,17 @@ public class Deferrals {
     }
     return client
         .preparedQuery(
-            "UPDATE rollcall.deferred d SET deferred_at = now(), reason = u.reason"
-                + " FROM unnest($2::text[], $3::text[]) AS u(run_id, reason)"
+            "UPDATE rollcall.deferred d SET deferred_at = now(), reason = u.reason,"
+                + " owner_message_id = coalesce(u.owner_message_id, d.owner_message_id)"
+                + " FROM unnest($2::text[], $3::text[], $4::text[])"
+                + " AS u(run_id, reason, owner_message_id)"
                 + " WHERE d.epoch_id = $1 AND d.run_id = u.run_id")
         .execute(
             Tuple.of(
                 epochId,
                 deferred.stream().map(Verdict::runId).toArray(String[]::new),
-                deferred.stream().map(v -> v.reason().wire()).toArray(String[]::new)))
+                deferred.stream().map(v -> v.reason().wire()).toArray(String[]::new),
+                deferred.stream().map(Verdict::messageId).toArray(String[]::new)))
         .replaceWithVoid();
   }
 

@@ -148,16 +148,18 @@ public class TornRuns {
 
   /**
    * The verdicts once the runs whose interrupted step a dead step message owned inline are known
-   * ({@code owners}: run id to that message): each is re-driven as {@code owner-dead} with exactly
-   * that message id, whatever the queue holds; one a live instance reports is deferred with it, and
-   * re-driven so once no live instance reports it. The engine re-runs such a step only when its
-   * owner message is delivered, and a step message's job is keyed by its step: once its lock is
-   * released, a peer that queues that step again replaces the job, and the owner's message is gone
-   * from the queue (then only a backstop at the end of the 860 s inline-ownership lease would wake
-   * the run). Finished runs are left alone.
+   * ({@code owners}: run id to that message), and which of those messages a queued job can still
+   * deliver ({@code queued}, made unreplaceable by {@link RunSource#keepOwnerJobs}). The engine
+   * re-runs such a step only when exactly that message is delivered. While its job can still run
+   * (the one whose lock the takeover released, typically), that job is the re-drive: a run handed
+   * out beside it would have the message delivered twice, two replays at once. So such a run is
+   * deferred for its queued job ({@code has-queued-job}) with the message kept; one without a job
+   * of its message left is re-driven as {@code owner-dead} with exactly that message id; one a live
+   * instance reports is deferred with it, and settled so once no live instance reports it. Finished
+   * runs are left alone, and so is a run the classification skipped for its queued job.
    */
   static List<Verdict> redriveOwners(
-      List<Verdict> verdicts, Map<String, String> owners, UUID deadInstance) {
+      List<Verdict> verdicts, Map<String, String> owners, Set<String> queued, UUID deadInstance) {
     List<Verdict> out = new ArrayList<>(verdicts.size());
     for (Verdict v : verdicts) {
       String owner = owners.get(v.runId());
@@ -167,6 +169,12 @@ public class TornRuns {
         out.add(
             Verdict.defer(v.runId(), v.workflowName(), Reason.OWNED_BY_LIVE_INSTANCE)
                 .withMessageId(owner));
+      } else if (queued.contains(owner)) {
+        out.add(
+            v.disposition() == Verdict.Disposition.SKIP
+                ? v
+                : Verdict.defer(v.runId(), v.workflowName(), Reason.HAS_QUEUED_JOB)
+                    .withMessageId(owner));
       } else {
         out.add(
             Verdict.handOut(v.runId(), v.workflowName(), Reason.OWNER_DEAD, deadInstance)
@@ -196,7 +204,7 @@ public class TornRuns {
     }
     return source
         .interruptedStepOwners(conn, verdicts.stream().map(Verdict::runId).toList(), owners)
-        .map(found -> redriveOwners(verdicts, found, deadInstance));
+        .chain(found -> withQueuedOwners(conn, source, verdicts, found, deadInstance));
   }
 
   /**
@@ -214,7 +222,7 @@ public class TornRuns {
     }
     return source
         .interruptedStepOwners(conn, deferred.keySet(), Set.copyOf(deferred.values()))
-        .map(
+        .chain(
             found -> {
               Map<String, String> still = new LinkedHashMap<>();
               found.forEach(
@@ -223,8 +231,23 @@ public class TornRuns {
                       still.put(run, owner);
                     }
                   });
-              return redriveOwners(verdicts, still, deadInstance);
+              return withQueuedOwners(conn, source, verdicts, still, deadInstance);
             });
+  }
+
+  /** {@link #redriveOwners}, once the owners' jobs that can still run are known and kept. */
+  private static Uni<List<Verdict>> withQueuedOwners(
+      SqlClient conn,
+      RunSource source,
+      List<Verdict> verdicts,
+      Map<String, String> owners,
+      UUID deadInstance) {
+    if (owners.isEmpty()) {
+      return Uni.createFrom().item(verdicts);
+    }
+    return source
+        .keepOwnerJobs(conn, Set.copyOf(owners.values()))
+        .map(queued -> redriveOwners(verdicts, owners, queued, deadInstance));
   }
 
   /** The runs of a pass's verdicts that may be mended: those handed out. */

@@ -151,6 +151,16 @@ public interface RunSource {
     return Uni.createFrom().item(Map.of());
   }
 
+  /**
+   * Of these owner messages ({@link #interruptedStepOwners}), those a queued job can still deliver
+   * (not exhausted, locked or not); each such job is made unreplaceable in the same statement, its
+   * key removed, so that a peer that queues the same step again adds a job of its own beside it
+   * instead of overwriting the owner's message. Empty for an engine without inline ownership.
+   */
+  default Uni<Set<String>> keepOwnerJobs(SqlClient client, Collection<String> ownerMessages) {
+    return Uni.createFrom().item(Set.of());
+  }
+
   /** Of runs re-driven at the given times, those the engine has not touched since. */
   default Uni<Set<String>> unchangedSince(SqlClient client, Map<String, OffsetDateTime> redriven) {
     return Uni.createFrom().item(Set.of());

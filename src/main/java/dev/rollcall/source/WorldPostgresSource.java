@@ -218,6 +218,38 @@ public final class WorldPostgresSource implements RunSource {
   }
 
   /**
+   * The owner messages' jobs that can still run (the workflow task's, by the message id in their
+   * payload: a hashed semi-join over the namespace's queued jobs, as {@link #strandedOwners} reads
+   * them), locked for the statement, and their keys removed. A 5.0 step message's job is keyed by
+   * its step: once a dead worker's lock on it is released, a replay on a peer that queues that step
+   * again would replace it (graphile's {@code replace} mode), and the owner's message, the only one
+   * that re-runs the step before the inline-ownership lease ends, would be gone.
+   */
+  @Override
+  public Uni<Set<String>> keepOwnerJobs(SqlClient client, Collection<String> ownerMessages) {
+    if (ownerMessages.isEmpty()) {
+      return Uni.createFrom().item(Set.of());
+    }
+    return client
+        .preparedQuery(
+            "WITH live AS (SELECT j.id, j.key, j.payload ->> 'messageId' AS owner"
+                + "   FROM graphile_worker._private_jobs j"
+                + "   JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+                + "   WHERE t.identifier = $2 AND j.attempts < j.max_attempts"
+                + "   AND j.payload ->> 'messageId' = ANY($1::text[]) FOR UPDATE OF j),"
+                + " unkeyed AS (UPDATE graphile_worker._private_jobs j SET key = NULL FROM live"
+                + "   WHERE j.id = live.id AND live.key IS NOT NULL)"
+                + " SELECT DISTINCT owner FROM live")
+        .execute(Tuple.of(ownerMessages.toArray(String[]::new), workflowTask()))
+        .map(
+            rows -> {
+              Set<String> live = new HashSet<>();
+              rows.forEach(r -> live.add(r.getString("owner")));
+              return live;
+            });
+  }
+
+  /**
    * Runs with an interrupted inline-owned step (pending or running, ownership not lapsed by a
    * {@code step_retrying}), one owner message each, among those {@code ownerFilter} keeps; $1 is
    * the run ids. Reads the runs' step events by index.

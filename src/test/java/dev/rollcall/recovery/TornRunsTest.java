@@ -327,7 +327,8 @@ class TornRunsTest extends ApiTestBase {
   }
 
   @Test
-  void aStepInterruptedWhileADeadStepMessageOwnedItIsReDrivenWithThatMessage() throws Exception {
+  void aStepInterruptedWhileADeadStepMessageOwnedItIsReDrivenWithThatMessageOnceItsJobCannotRun()
+      throws Exception {
     Instance peer = bootedPeer();
     String worker = "worker-" + deploy;
     String run = beta.midInlineStepOwnedByAStepMessageLockedBy(worker);
@@ -339,12 +340,29 @@ class TornRunsTest extends ApiTestBase {
                 run)
             .get(0);
     // A live peer executes a sibling step: the run is live-owned, and the released step message's
-    // job is still in the queue; neither wakes the interrupted step once a peer replaces that job.
+    // job is still in the queue.
     victimDiesWhileThePeerReports(peer, List.of(worker), List.of(run));
+    // That job keeps the owner's message: its key (its step's) is gone, so a replay on a peer that
+    // queues the step again adds a job of its own instead of overwriting the message.
+    assertEquals(List.of("unkeyed"), ownerJobs(owner));
 
     TimeTravel.deferredAnHourAgo(run);
     assertEquals(List.of(), drain(peer), "not while the live peer reports it");
     peerLetsGo(peer, run);
+    // Its own job delivers the owner's message: a re-drive beside it would deliver it twice.
+    assertEquals(List.of(), drain(peer), "not while the owner message's job can still run");
+    assertEquals(
+        List.of("has-queued-job:" + owner),
+        Db.column(
+            "SELECT reason || ':' || owner_message_id FROM rollcall.deferred WHERE run_id = ?",
+            run));
+
+    // The job runs out of attempts without re-running the step: the re-drive is owed now.
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET attempts = max_attempts"
+            + " WHERE payload ->> 'messageId' = ?",
+        owner);
+    TimeTravel.deferredAnHourAgo(run);
     Batch taken = api.claimBatch(peer, 100);
     assertTrue(taken != null && taken.runIds().contains(run), "the run is re-driven");
     JsonNode r = BackstopTest.byRun(taken).get(run);
@@ -359,6 +377,14 @@ class TornRunsTest extends ApiTestBase {
                 + " AND namespace = ?",
             SourceTables.ENGINE));
     api.leave(peer).expect(204);
+  }
+
+  /** The queued jobs carrying {@code messageId}: "keyed" or "unkeyed" each. */
+  private static List<String> ownerJobs(String messageId) {
+    return Db.column(
+        "SELECT CASE WHEN key IS NULL THEN 'unkeyed' ELSE 'keyed' END"
+            + " FROM graphile_worker._private_jobs WHERE payload ->> 'messageId' = ? ORDER BY id",
+        messageId);
   }
 
   @Test
@@ -421,6 +447,12 @@ class TornRunsTest extends ApiTestBase {
     assertEquals(0, rechecks.runOnce().await().indefinitely(), "still reported by the peer");
     assertEquals(0, readyBatchesOf(run));
     peerLetsGo(peer, run);
+    // The released job of the owner message ran out of attempts: only a re-drive wakes the run.
+    Db.update(
+        "UPDATE graphile_worker._private_jobs SET attempts = max_attempts"
+            + " WHERE payload ->> 'messageId' = (SELECT owner_message_id FROM rollcall.deferred"
+            + " WHERE run_id = ?)",
+        run);
     assertEquals(1, rechecks.runOnce().await().indefinitely());
     // Cut ready, as a takeover's batches are: the next claim of any instance takes it.
     assertEquals(1, readyBatchesOf(run));
