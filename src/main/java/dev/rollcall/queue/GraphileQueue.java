@@ -47,6 +47,22 @@ public final class GraphileQueue implements QueueLocks {
         + " AND rollcall.is_live(i.state, i.lease_expires_at)";
   }
 
+  /**
+   * A query for the queue workers of namespace {@code $ns}'s instances that have not ended: live,
+   * or with a lease run out but not yet declared dead (perhaps being declared so right now, in a
+   * transaction not yet committed). A job such a worker holds is under way or about to be released
+   * by its instance's takeover; either way the queue delivers it.
+   */
+  public static String unendedWorkers(String ns) {
+    return "SELECT unnest(i.worker_ids) FROM rollcall.instances i WHERE i.namespace = "
+        + ns
+        + " AND i.state = 'live'"
+        + " UNION ALL SELECT w.worker_id FROM rollcall.queue_workers w"
+        + " JOIN rollcall.instances i ON i.id = w.instance_id WHERE w.namespace = "
+        + ns
+        + " AND i.state = 'live'";
+  }
+
   /** True when a live instance of namespace {@code $ns} reports executing job {@code j}. */
   private static String reportedLive(String ns) {
     return "EXISTS (SELECT 1 FROM rollcall.ownership_messages m"

@@ -318,7 +318,11 @@ public final class WorldPostgresSource implements RunSource {
     // executes within the fence (then its worker is learned), and a dead one's lock is released
     // as an orphan once it is older (GraphileQueue.releaseOrphanedLocks). Without this, a peer
     // that had just picked up a run (the owner's message, released a moment ago) would see the
-    // run re-driven beside it.
+    // run re-driven beside it. A job locked by a worker of an instance whose lease ran out but
+    // that is not declared dead yet counts as well: its takeover releases that lock, and the queue
+    // delivers the job. Instances that die together (app replicas that exit with their database)
+    // are declared dead in transactions of their own, at the same moment: without this, one's
+    // takeover would re-drive a run whose job another's is releasing, two replays at once.
     //
     // A delayed backstop (the 5.0 runtime's wake-up at the end of a step's 860 s inline-ownership
     // lease, keyed <stepId>:backstop:<startedAt>) is no wake path until it is due: the run would
@@ -327,7 +331,7 @@ public final class WorldPostgresSource implements RunSource {
         "bool_or(j.attempts < j.max_attempts AND ((j.locked_by IS NULL AND (j.key IS NULL"
             + " OR j.key NOT LIKE '%:backstop:%' OR j.run_at <= now()))"
             + " OR j.locked_by IN ("
-            + GraphileQueue.liveWorkers("$2")
+            + GraphileQueue.unendedWorkers("$2")
             + ") OR (j.key IS NOT NULL"
             + " AND j.locked_at > now() - $4::bigint * interval '1 millisecond'))) AS live";
     return withEpoch
