@@ -130,14 +130,15 @@ class DeathTraceTest extends ApiTestBase {
                 s ->
                     s.getName().equals(RecoveryTraces.HEARTBEAT_FLUSH)
                         && orZero(s.getAttributes().get(RecoveryTraces.BEATS)) >= 1));
-    assertEquals(
-        RecoveryTraces.COMPLETE,
-        spans().stream()
-            .filter(s -> taken.id() == orZero(s.getAttributes().get(BATCH)))
-            .filter(s -> s.getName().equals(RecoveryTraces.COMPLETE))
-            .findFirst()
-            .orElseThrow()
-            .getName());
+    // The complete's span ends as its response is written: it may finish just after the reply.
+    Poll.value(
+        "the complete span of batch " + taken.id(),
+        Duration.ofSeconds(10),
+        () ->
+            spans().stream()
+                .filter(s -> taken.id() == orZero(s.getAttributes().get(BATCH)))
+                .filter(s -> s.getName().equals(RecoveryTraces.COMPLETE))
+                .findFirst());
     assertEquals("completed", close.getAttributes().get(CLOSE_REASON));
     assertEquals(
         Set.of(
