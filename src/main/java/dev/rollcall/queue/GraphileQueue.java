@@ -65,11 +65,19 @@ public final class GraphileQueue implements QueueLocks {
 
   /** True when a live instance of namespace {@code $ns} reports executing job {@code j}. */
   private static String reportedLive(String ns) {
+    return reportedBy(ns, Liveness.liveById("i."));
+  }
+
+  /**
+   * True when an instance of namespace {@code $ns} that meets {@code instance} (a condition on
+   * {@code i}) reports executing job {@code j}.
+   */
+  private static String reportedBy(String ns, String instance) {
     return "EXISTS (SELECT 1 FROM rollcall.ownership_messages m"
         + " JOIN rollcall.instances i ON i.id = m.instance_id WHERE m.namespace = "
         + ns
         + " AND m.message_id IN (j.key, j.payload ->> 'messageId') AND "
-        + Liveness.liveById("i.")
+        + instance
         + ")";
   }
 
@@ -241,10 +249,13 @@ public final class GraphileQueue implements QueueLocks {
   }
 
   /**
-   * Orphans: locks that no live instance owns up to, older than the fence by the database's clock,
-   * on keyed jobs (every engine job has a key, and a live executor reports its message within the
-   * fence). Rows another transaction has locked are skipped, so concurrent passes of several
-   * service replicas release each lock once.
+   * Orphans: locks that no instance owns up to, older than the fence by the database's clock, on
+   * keyed jobs (every engine job has a key, and a live executor reports its message within the
+   * fence). An instance whose lease ran out but that is not declared dead yet still owns up to its
+   * workers' locks and the runs it reported: its takeover releases them, in the transaction that
+   * mends the writes its death tore, before the queue can deliver a torn run to a live replica
+   * (which would replay it in a loop the mend then has to wait out). Rows another transaction has
+   * locked are skipped, so concurrent passes of several service replicas release each lock once.
    */
   @Override
   public Uni<List<ReleasedLock>> releaseOrphanedLocks(SqlClient client, Duration fence) {
@@ -257,7 +268,7 @@ public final class GraphileQueue implements QueueLocks {
                 "SELECT j.id, j.locked_by, j.locked_at, t.identifier, j.job_queue_id, j.key,"
                     + "   j.payload::text AS payload, w.instance_id AS owner_id,"
                     + "   'orphaned: worker ' || j.locked_by || ' locked the job at ' || j.locked_at"
-                    + "   || ', more than ' || $3::bigint || ' ms ago, no live instance owns the worker'"
+                    + "   || ', more than ' || $3::bigint || ' ms ago, no instance owns the worker'"
                     + "   || coalesce(' (it was instance ' || w.instance_id || '''s, learned from'"
                     + "   || ' message ' || w.message_id || ')', '')"
                     + "   || ' and none reports executing its message or its run' AS proof"
@@ -272,17 +283,16 @@ public final class GraphileQueue implements QueueLocks {
                     + " AND t.identifier = ANY($2::text[])"
                     + " AND j.locked_at < now() - $3::bigint * interval '1 millisecond'"
                     + " AND j.locked_by NOT IN (SELECT lw.worker_id FROM ("
-                    + liveWorkers("$1")
+                    + unendedWorkers("$1")
                     + ") AS lw(worker_id) WHERE lw.worker_id IS NOT NULL)"
                     + " AND NOT "
-                    + reportedLive("$1")
+                    + reportedBy("$1", "i.state = 'live'")
                     // An instance that reports a run without its message ids (an older client,
                     // or a message it could not tell) may be executing this very job.
                     + " AND NOT EXISTS (SELECT 1 FROM rollcall.ownership o"
                     + "   JOIN rollcall.instances i ON i.id = o.instance_id WHERE o.namespace = $1"
-                    + "   AND o.run_id = rollcall.engine_job_run_id(j.payload) AND "
-                    + Liveness.liveById("i.")
-                    + ")"
+                    + "   AND o.run_id = rollcall.engine_job_run_id(j.payload)"
+                    + "   AND i.state = 'live')"
                     + " FOR UPDATE OF j SKIP LOCKED",
                 Tuple.of(namespace, taskIdentifiers.toArray(String[]::new), fence.toMillis())));
   }

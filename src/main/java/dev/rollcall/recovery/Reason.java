@@ -34,7 +34,10 @@ public enum Reason {
    * moment; re-checked as any deferred run is, when that epoch's hand-out, if it made one, is seen.
    */
   HAND_OUT_UNDER_WAY("hand-out-under-way", false),
-  /** Ledger only: a queue lock released because no live instance owns the worker holding it. */
+  /**
+   * Ledger only: a queue lock released because no instance owns the worker holding it (none live,
+   * none whose lease ran out and whose takeover is still to come).
+   */
   ORPHANED_LOCK("orphaned-lock", false);
 
   private final String wire;
