@@ -267,7 +267,12 @@ class ArchitectureTest {
                   "the first beat after Rollcall's own outage renews the leases that ran out"
                       + " unanswered, in the transaction that decides it was an outage"),
           table("coordinator_beat").ownedBy("registry.Outages"),
-          table("epochs").ownedBy("recovery.Epochs"),
+          table("epochs")
+              .ownedBy("recovery.Epochs")
+              .alsoBy(
+                  "source.WakeJobs",
+                  "the engine's decode of its queue, in the transaction that opens the epoch,"
+                      + " records the last job it answers for (wake_jobs_through)"),
           table("batches")
               .ownedBy("recovery.Batches")
               .alsoBy("recovery.Epochs", "closing an epoch gives up its outstanding batches"),
@@ -281,7 +286,7 @@ class ArchitectureTest {
                   "recovery.Deferrals", "a deferral's ledger row, in the statement that defers"),
           table("epoch_counts").ownedBy("recovery.Ledger"),
           table("epoch_wake_jobs")
-              .ownedBy("source.WorldPostgresSource")
+              .ownedBy("source.WakeJobs")
               .alsoBy("recovery.Epochs", "closing an epoch forgets the wake jobs of its snapshot"),
           table("housekeeping").ownedBy("recovery.Housekeeping"),
           table("ownership").ownedBy("registry.Ownership"),

@@ -49,4 +49,29 @@ class QueuedJobsPlanTest {
       assertTrue(plan.contains("_private_jobs"), plan);
     }
   }
+
+  /**
+   * The jobs queued after an epoch's decode, for the runs the engine wrote to since, are read by
+   * the jobs' primary key from the decode's last one up: the queue's older jobs, however many, are
+   * not read again.
+   */
+  @Test
+  void jobsQueuedAfterTheDecodeAreReadFromItsLastJobUp() throws Exception {
+    WorldPostgresSource source = (WorldPostgresSource) sources.get(SourceTables.ENGINE);
+    for (String plan :
+        Plans.explainAsCached(
+            20_000,
+            st ->
+                st.execute(
+                    "INSERT INTO rollcall.epochs (id, namespace, kind, deployment_id,"
+                        + " wake_jobs_through) OVERRIDING SYSTEM VALUE SELECT -1, 'engine',"
+                        + " 'boot', 'plan-test', max(id) - 100 FROM graphile_worker._private_jobs"),
+            source.laterJobsSql(),
+            "text[], text, bigint, bigint, text[]",
+            "'{plan-run-1,plan-run-2}', 'engine', -1, 60000,"
+                + " '{workflow_flows,workflow_steps}'")) {
+      assertFalse(plan.contains("Seq Scan on _private_jobs"), plan);
+      assertTrue(plan.contains("_private_jobs_pkey") || plan.contains("jobs_pkey"), plan);
+    }
+  }
 }
