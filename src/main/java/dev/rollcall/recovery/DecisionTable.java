@@ -14,7 +14,7 @@ final class DecisionTable {
   /**
    * What is known about one run.
    *
-   * @param owned in a live instance's in-flight set (row 1)
+   * @param owned in the in-flight set of an instance not declared dead (row 1)
    * @param recentlyActive engine activity within the activity fence (row 2)
    * @param stranded an interrupted step whose owner message's job is gone (row 3)
    * @param liveQueuedJob a queued workflow job will wake it (row 4)

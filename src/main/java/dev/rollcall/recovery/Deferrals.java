@@ -123,7 +123,8 @@ public class Deferrals {
    * owner, would hand it out a second time. Reads: the open epochs' ready and leased batches (an
    * open epoch's few, probed by key; a closed epoch has none), and each run's ledger index from its
    * newest row back to the deferral (a handed-out row is written at its outcome: {@code enqueued},
-   * or {@code leased} for a batch leased before V18). A hand-out that failed is no hand-out.
+   * or {@code leased} for a batch leased before V18). A hand-out that failed is no hand-out. For a
+   * pass ($4), a run an open takeover holds deferred too.
    */
   static final String HANDED_OUT_ELSEWHERE =
       "SELECT d.run_id FROM rollcall.deferred d"
@@ -136,7 +137,13 @@ public class Deferrals {
           + "   OR EXISTS (SELECT 1 FROM rollcall.ledger l"
           + "       WHERE l.namespace = $1 AND l.run_id = d.run_id AND l.epoch_id <> $3"
           + "         AND l.outcome IN ('enqueued', 'leased')"
-          + "         AND l.recorded_at >= d.deferred_at))";
+          + "         AND l.recorded_at >= d.deferred_at)"
+          // A pass's re-check leaves a run an open takeover holds deferred to that takeover (it
+          // re-checks the run itself); a takeover's does not (two takeovers would each leave the
+          // run to the other).
+          + "   OR ($4 AND EXISTS (SELECT 1 FROM rollcall.epochs t"
+          + "        JOIN rollcall.deferred td ON td.epoch_id = t.id AND td.run_id = d.run_id"
+          + "       WHERE t.namespace = $1 AND t.state = 'open' AND t.kind = 'takeover')))";
 
   /** {@link #HANDED_OUT_ELSEWHERE} for these runs of {@code epoch}. */
   public Uni<Set<String>> handedOutElsewhere(SqlClient client, Epoch epoch, List<String> runIds) {
@@ -145,7 +152,12 @@ public class Deferrals {
     }
     return client
         .preparedQuery(HANDED_OUT_ELSEWHERE)
-        .execute(Tuple.of(epoch.namespace(), runIds.toArray(String[]::new), epoch.id()))
+        .execute(
+            Tuple.of(
+                epoch.namespace(),
+                runIds.toArray(String[]::new),
+                epoch.id(),
+                epoch.kind() != EpochKind.TAKEOVER))
         .map(
             rows ->
                 StreamSupport.stream(rows.spliterator(), false)

@@ -27,6 +27,7 @@ class RangeClassification {
   private final Classifier classifier;
   private final Batches batches;
   private final Verdicts verdicts;
+  private final SingleHandOut singleHandOut;
   private final RollcallConfig config;
 
   RangeClassification(
@@ -34,11 +35,13 @@ class RangeClassification {
       Classifier classifier,
       Batches batches,
       Verdicts verdicts,
+      SingleHandOut singleHandOut,
       RollcallConfig config) {
     this.guards = guards;
     this.classifier = classifier;
     this.batches = batches;
     this.verdicts = verdicts;
+    this.singleHandOut = singleHandOut;
     this.config = config;
   }
 
@@ -63,6 +66,7 @@ class RangeClassification {
                         ? Uni.createFrom().item(unclassified(work.range(), known.active()))
                         : classifier.firstLook(conn, source, epoch, known.active()))
                     .call(found -> verdicts.mendTorn(conn, source, epoch, found))
+                    .chain(found -> singleHandOut.passFirstLook(conn, epoch, found))
                     .map(
                         found -> {
                           List<Verdict> all = new ArrayList<>(found);

@@ -58,6 +58,29 @@ class SingleHandOut {
           + "   JOIN rollcall.batch_runs r ON r.batch_id = b.id AND r.run_id = u.run_id"
           + "  WHERE e.namespace = $1 AND e.state = 'open' AND e.id <> $3)";
 
+  /**
+   * Of runs $2, those another epoch of namespace $1 than pass $3 answers for: one holds the run in
+   * a batch to hand out now (as {@link #HELD_ELSEWHERE}), an open takeover holds it deferred (it
+   * re-checks the run, and hands it out if it needs it), or another epoch has handed it out since
+   * the pass opened (its job, queued after the pass decoded the queue, is not in the pass's proof).
+   * A takeover takes its dead instance's runs from the instance's in-flight set in the transaction
+   * that declares the death, and a pass's first look reads that set (the run is owned: deferred)
+   * before it reads this: one of the two reads sees the run.
+   */
+  static final String ANSWERED_ELSEWHERE =
+      "SELECT u.run_id FROM unnest($2::text[]) AS u(run_id)"
+          + " WHERE EXISTS (SELECT 1 FROM rollcall.epochs e"
+          + "   JOIN rollcall.batches b ON b.epoch_id = e.id AND b.state IN ('ready', 'leased')"
+          + "   JOIN rollcall.batch_runs r ON r.batch_id = b.id AND r.run_id = u.run_id"
+          + "  WHERE e.namespace = $1 AND e.state = 'open' AND e.id <> $3)"
+          + " OR EXISTS (SELECT 1 FROM rollcall.epochs e"
+          + "   JOIN rollcall.deferred d ON d.epoch_id = e.id AND d.run_id = u.run_id"
+          + "  WHERE e.namespace = $1 AND e.state = 'open' AND e.kind = 'takeover')"
+          + " OR EXISTS (SELECT 1 FROM rollcall.ledger l"
+          + "  WHERE l.namespace = $1 AND l.run_id = u.run_id AND l.epoch_id <> $3"
+          + "  AND l.outcome IN ('enqueued', 'leased')"
+          + "  AND l.recorded_at >= (SELECT snapshot_at FROM rollcall.epochs WHERE id = $3))";
+
   private final Deferrals deferrals;
 
   SingleHandOut(Deferrals deferrals) {
@@ -70,6 +93,22 @@ class SingleHandOut {
    */
   Uni<List<Verdict>> firstLook(SqlClient conn, Epoch epoch, List<Verdict> verdicts) {
     return guard(conn, verdicts, ids -> ids(conn, HELD_ELSEWHERE, epoch, ids));
+  }
+
+  /**
+   * A pass's first look: of its hand-outs, a run another epoch answers for ({@link
+   * #ANSWERED_ELSEWHERE}) is skipped. No hand-out lock is taken: a page holds thousands of runs,
+   * and the takeovers a pass could race hand out only runs their instances reported, which the pass
+   * sees as owned until they do.
+   */
+  Uni<List<Verdict>> passFirstLook(SqlClient conn, Epoch epoch, List<Verdict> verdicts) {
+    List<String> out =
+        Verdicts.of(verdicts, Disposition.HAND_OUT).stream().map(Verdict::runId).toList();
+    if (out.isEmpty()) {
+      return Uni.createFrom().item(verdicts);
+    }
+    return ids(conn, ANSWERED_ELSEWHERE, epoch, out)
+        .map(found -> Verdicts.singleHandOut(verdicts, Set.of(), found));
   }
 
   /**

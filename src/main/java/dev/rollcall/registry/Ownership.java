@@ -1,6 +1,5 @@
 package dev.rollcall.registry;
 
-import dev.rollcall.sql.Liveness;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
@@ -14,7 +13,8 @@ import java.util.UUID;
 
 /**
  * The runs each instance is executing right now, as its heartbeats report them (replace semantics).
- * Only a live instance's ownership counts: liveness is decided in the same statement that reads it.
+ * Only the ownership of an instance not declared dead counts, decided in the statement that reads
+ * it.
  */
 @ApplicationScoped
 public class Ownership {
@@ -84,16 +84,20 @@ public class Ownership {
   static final String REPLACE = "SELECT rollcall.replace_in_flight($1, $2, $3, $4, $5)";
 
   /**
-   * The live owners of runs {@code $2} of namespace {@code $1}: read from the runs' ownership rows,
-   * their instances joined by id ({@link Liveness}), not from every live instance's rows.
+   * The owners of runs {@code $2} of namespace {@code $1} not declared dead: read from the runs'
+   * ownership rows, their instances joined by id, not from every live instance's rows. An instance
+   * whose lease ran out is no less an owner until its death is declared: a lease that ran out is no
+   * evidence of death (the database restarted, no service replica ran; a session lock still held is
+   * proof of life), and the transaction that declares it takes its runs away ({@link #release}) and
+   * hands them to its takeover. Until then, an epoch that counted them unowned would re-drive them
+   * beside a process that may be executing them, or beside that takeover.
    */
   static final String LIVE_OWNERS =
       "SELECT o.run_id, o.instance_id FROM rollcall.ownership o"
           + " JOIN rollcall.instances i ON i.id = o.instance_id"
-          + " WHERE o.namespace = $1 AND o.run_id = ANY($2::text[]) AND "
-          + Liveness.liveById("i.");
+          + " WHERE o.namespace = $1 AND o.run_id = ANY($2::text[]) AND i.state = 'live'";
 
-  /** The live owner of each of these runs that has one. */
+  /** The owner not declared dead of each of these runs that has one. */
   public Uni<Map<String, UUID>> liveOwners(
       SqlClient client, String namespace, Collection<String> runIds) {
     if (runIds.isEmpty()) {

@@ -3,7 +3,6 @@ package dev.rollcall.recovery;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
@@ -144,16 +143,28 @@ class OwnerAwareTest extends ApiTestBase {
     }
   }
 
+  /**
+   * An owner whose lease ran out is no less an owner until its death is declared (a lease that ran
+   * out is no evidence of death): the pass leaves its run alone, and the takeover opened when the
+   * death is declared hands it out, once.
+   */
   @Test
-  void aDeadOwnersRunsAreNotProtected() {
+  void aRunOfAnOwnerWhoseLeaseRanOutIsLeftToItsTakeover() {
     String owned = someActiveRun();
     Instance owner = api.register(SourceTables.SMALL, "old-deploy", "owner");
     api.heartbeat(owner, List.of(owned)).expect(200);
     TimeTravel.leaseExpired(owner);
+    Instance booting = api.register(SourceTables.SMALL, deploy, "booting");
 
-    Set<String> handedOut = drain(api.register(SourceTables.SMALL, deploy, "booting"));
+    Set<String> handedOut = drain(booting);
 
-    assertTrue(handedOut.contains(owned));
+    assertFalse(handedOut.contains(owned), "handed out before its owner was declared dead");
+    reaper.runOnce().await().indefinitely();
+    Batch takeover = api.claimBatch(booting, 100);
+    assertEquals(List.of(owned), takeover.runIds());
+    assertEquals("owner-dead", takeover.json().get("runs").get(0).get("reason").asText());
+    api.complete(booting, takeover, List.of()).expect(200);
+    api.leave(booting).expect(204);
   }
 
   @Test

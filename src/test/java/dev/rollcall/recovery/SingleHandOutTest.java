@@ -105,7 +105,13 @@ class SingleHandOutTest extends ApiTestBase {
     assertEquals(1, handOuts(dying, run), "batches of the takeovers holding the run");
     Set<String> outcomes = outcomes(dying, run);
     assertTrue(outcomes.contains("skipped:handed-out-elsewhere"), outcomes.toString());
-    outcomes.removeAll(Set.of("skipped:handed-out-elsewhere", "deferred:hand-out-under-way"));
+    // A takeover decided before another instance was declared dead defers the run for it (an
+    // instance whose lease ran out owns its runs until its death is declared).
+    outcomes.removeAll(
+        Set.of(
+            "skipped:handed-out-elsewhere",
+            "deferred:hand-out-under-way",
+            "deferred:owned-by-live-instance"));
     assertEquals(Set.of(), outcomes);
     // Every other takeover settled the run without handing it out and closed; the one whose
     // batch holds it waits for that batch.
@@ -166,6 +172,62 @@ class SingleHandOutTest extends ApiTestBase {
         Set.of("deferred:owned-by-live-instance", "skipped:handed-out-elsewhere"),
         outcomes(dying, run));
     api.leave(peer).expect(204);
+  }
+
+  /**
+   * A takeover handed the run out (its batch served and completed after the new deploy's pass
+   * opened); the pass, which finds the run unowned and quiet, leaves it to the takeover: its job
+   * was queued after the pass read the queue.
+   */
+  @Test
+  void aPassLeavesARunToTheTakeoverThatHandedItOutSinceThePassOpened() {
+    List<Instance> dying = reporting(1, run);
+    TimeTravel.leaseExpired(dying.get(0));
+    reaper.runOnce().await().indefinitely();
+    Instance booting = api.register(NS, "new-" + deploy, "booting");
+
+    // The deploy's first claim opens its pass and is served the takeover's batch first.
+    long times = api.drain(booting, 5000).stream().filter(b -> b.runIds().contains(run)).count();
+
+    assertEquals(1, times, "batches holding the run");
+    assertEquals(1, handOuts(dying, run));
+    assertEquals(List.of("skipped:handed-out-elsewhere"), passLedger("new-" + deploy));
+    api.leave(booting).expect(204);
+  }
+
+  /**
+   * An open takeover holds the run deferred (a live peer reported it, then let go); the pass's
+   * first look leaves it to that takeover, whose re-check hands it out.
+   */
+  @Test
+  void aPassLeavesARunAnOpenTakeoverHoldsDeferredToThatTakeover() {
+    Instance peer = api.register(NS, deploy, "peer");
+    api.heartbeat(peer, List.of(run)).expect(200);
+    List<Instance> dying = reporting(1, run);
+    TimeTravel.leaseExpired(dying.get(0));
+    reaper.runOnce().await().indefinitely();
+    api.heartbeat(peer, List.of()).expect(200);
+    Instance booting = api.register(NS, "new-" + deploy, "booting");
+
+    boolean byPass = api.drain(booting, 5000).stream().anyMatch(b -> b.runIds().contains(run));
+
+    assertEquals(false, byPass, "the pass handed out a run a takeover holds deferred");
+    assertEquals(List.of("skipped:handed-out-elsewhere"), passLedger("new-" + deploy));
+    TimeTravel.deferredAnHourAgo(run);
+    rechecks.runOnce().await().indefinitely();
+    assertEquals(1, handOuts(dying, run), "the takeover's re-check hands it out");
+    api.leave(booting).expect(204);
+    api.leave(peer).expect(204);
+  }
+
+  /** What the boot pass of {@code deployment} recorded for the test's run. */
+  private List<String> passLedger(String deployment) {
+    return Db.column(
+        "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
+            + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
+            + " WHERE e.kind = 'boot' AND e.deployment_id = ? AND l.run_id = ? ORDER BY l.id",
+        deployment,
+        run);
   }
 
   /** {@code n} new instances, each reporting {@code runId} in flight. */

@@ -87,7 +87,7 @@ class FleetLookupBenchmark {
             fleet,
             "live owners of 500 runs",
             Ownership.LIVE_OWNERS,
-            Ownership.LIVE_OWNERS.replace(Liveness.liveById("i."), OLD_LIVE_I),
+            Ownership.LIVE_OWNERS.replace("i.state = 'live'", OLD_LIVE_I),
             "text, text[]",
             "'" + NS + "', " + runIds,
             executions);
