@@ -47,13 +47,13 @@ class LaterJobsTest extends ApiTestBase {
     String run = runs.dueWait();
     Instance booting = api.register(SourceTables.ENGINE, deploy, "booting");
     List<Batch> first = new ArrayList<>();
-    while (ledger(run).isEmpty()) {
+    while (Passes.ledger(deploy, run).isEmpty()) {
       Reply r = api.claim(booting, 5000).expect(200);
       if (r.text("status").equals("batch")) {
         first.add(Api.batch(r.body().get("batch")));
       }
     }
-    assertEquals(List.of("deferred:recently-active"), ledger(run));
+    assertEquals(List.of("deferred:recently-active"), Passes.ledger(deploy, run));
 
     // The delivery that wrote to it slept and queued the wake-up (after the pass opened and
     // decoded the queue); the engine has been quiet since, long enough for the re-check.
@@ -84,16 +84,8 @@ class LaterJobsTest extends ApiTestBase {
     assertFalse(
         rest.stream().anyMatch(b -> b.runIds().contains(run)),
         "handed out beside the engine's wake-up");
-    assertEquals(List.of("deferred:recently-active", "skipped:has-queued-job"), ledger(run));
+    assertEquals(
+        List.of("deferred:recently-active", "skipped:has-queued-job"), Passes.ledger(deploy, run));
     api.leave(booting).expect(204);
-  }
-
-  private List<String> ledger(String run) {
-    return Db.column(
-        "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
-            + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
-            + " WHERE e.deployment_id = ? AND l.run_id = ? ORDER BY l.id",
-        deploy,
-        run);
   }
 }

@@ -39,6 +39,19 @@ final class Passes {
   }
 
   /**
+   * What the boot pass of {@code deployment} recorded for {@code runId}, in order: each row as
+   * {@code outcome:reason}.
+   */
+  static List<String> ledger(String deployment, String runId) {
+    return Db.column(
+        "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
+            + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
+            + " WHERE e.kind = 'boot' AND e.deployment_id = ? AND l.run_id = ? ORDER BY l.id",
+        deployment,
+        runId);
+  }
+
+  /**
    * The batch's complete commits, and its connection is lost while it waits for the epoch's lock
    * (to check whether the pass is over, or to close it): the pass is left open for a later claim or
    * a retried complete to close. Returns the complete's answer, an error.

@@ -191,7 +191,7 @@ class SingleHandOutTest extends ApiTestBase {
 
     assertEquals(1, times, "batches holding the run");
     assertEquals(1, handOuts(dying, run));
-    assertEquals(List.of("skipped:handed-out-elsewhere"), passLedger("new-" + deploy));
+    assertEquals(List.of("skipped:handed-out-elsewhere"), Passes.ledger("new-" + deploy, run));
     api.leave(booting).expect(204);
   }
 
@@ -212,22 +212,12 @@ class SingleHandOutTest extends ApiTestBase {
     boolean byPass = api.drain(booting, 5000).stream().anyMatch(b -> b.runIds().contains(run));
 
     assertEquals(false, byPass, "the pass handed out a run a takeover holds deferred");
-    assertEquals(List.of("skipped:handed-out-elsewhere"), passLedger("new-" + deploy));
+    assertEquals(List.of("skipped:handed-out-elsewhere"), Passes.ledger("new-" + deploy, run));
     TimeTravel.deferredAnHourAgo(run);
     rechecks.runOnce().await().indefinitely();
     assertEquals(1, handOuts(dying, run), "the takeover's re-check hands it out");
     api.leave(booting).expect(204);
     api.leave(peer).expect(204);
-  }
-
-  /** What the boot pass of {@code deployment} recorded for the test's run. */
-  private List<String> passLedger(String deployment) {
-    return Db.column(
-        "SELECT l.outcome || ':' || l.reason FROM rollcall.ledger l"
-            + " JOIN rollcall.epochs e ON e.id = l.epoch_id"
-            + " WHERE e.kind = 'boot' AND e.deployment_id = ? AND l.run_id = ? ORDER BY l.id",
-        deployment,
-        run);
   }
 
   /** {@code n} new instances, each reporting {@code runId} in flight. */
