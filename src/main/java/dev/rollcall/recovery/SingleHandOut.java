@@ -68,11 +68,7 @@ class SingleHandOut {
    * before it reads this: one of the two reads sees the run.
    */
   static final String ANSWERED_ELSEWHERE =
-      "SELECT u.run_id FROM unnest($2::text[]) AS u(run_id)"
-          + " WHERE EXISTS (SELECT 1 FROM rollcall.epochs e"
-          + "   JOIN rollcall.batches b ON b.epoch_id = e.id AND b.state IN ('ready', 'leased')"
-          + "   JOIN rollcall.batch_runs r ON r.batch_id = b.id AND r.run_id = u.run_id"
-          + "  WHERE e.namespace = $1 AND e.state = 'open' AND e.id <> $3)"
+      HELD_ELSEWHERE
           + " OR EXISTS (SELECT 1 FROM rollcall.epochs e"
           + "   JOIN rollcall.deferred d ON d.epoch_id = e.id AND d.run_id = u.run_id"
           + "  WHERE e.namespace = $1 AND e.state = 'open' AND e.kind = 'takeover')"
