@@ -109,12 +109,7 @@ public class Ledger {
    * orphan's (no epoch; the instance the worker was learned for, if any).
    */
   public Uni<Void> locksReleased(
-      SqlClient client,
-      String namespace,
-      Long epochId,
-      UUID instanceId,
-      String reason,
-      List<QueueLocks.ReleasedLock> locks) {
+      SqlClient client, LockRelease release, List<QueueLocks.ReleasedLock> locks) {
     if (locks.isEmpty()) {
       return Uni.createFrom().voidItem();
     }
@@ -124,7 +119,7 @@ public class Ledger {
     for (int i = 0; i < locks.size(); i++) {
       QueueLocks.ReleasedLock lock = locks.get(i);
       runIds[i] = lock.runId() == null ? "job:" + lock.jobId() : lock.runId();
-      UUID owner = instanceId != null ? instanceId : lock.ownerId();
+      UUID owner = release.instanceId() != null ? release.instanceId() : lock.ownerId();
       owners[i] = owner == null ? null : owner.toString();
       details[i] =
           "released job "
@@ -143,8 +138,33 @@ public class Ledger {
                 + " (namespace, run_id, epoch_id, instance_id, reason, outcome, detail, resolved_at)"
                 + " SELECT $1, u.run_id, $2, u.owner::uuid, $3, 'lock-released', u.detail, now()"
                 + " FROM unnest($4::text[], $5::text[], $6::text[]) AS u(run_id, owner, detail)")
-        .execute(Tuple.of(namespace, epochId, reason, runIds, owners, details))
+        .execute(
+            Tuple.of(
+                release.namespace(),
+                release.epochId(),
+                release.reason().wire(),
+                runIds,
+                owners,
+                details))
         .replaceWithVoid();
+  }
+
+  /**
+   * Whose queue locks a release frees, and why: a takeover's (its epoch and the dead instance,
+   * {@code owner-dead}) or an orphan sweep's (neither; {@code orphaned-lock}, each lock's row under
+   * the instance its worker was learned for, if any).
+   */
+  public record LockRelease(String namespace, Long epochId, UUID instanceId, Reason reason) {
+
+    /** The locks of dead instance {@code instanceId}, released by takeover {@code epochId}. */
+    public static LockRelease ofDeadOwner(String namespace, long epochId, UUID instanceId) {
+      return new LockRelease(namespace, epochId, instanceId, Reason.OWNER_DEAD);
+    }
+
+    /** Locks no instance owns, released by the reaper's orphan sweep. */
+    public static LockRelease orphaned(String namespace) {
+      return new LockRelease(namespace, null, null, Reason.ORPHANED_LOCK);
+    }
   }
 
   /**

@@ -189,10 +189,7 @@ public class Reaper {
                                     released ->
                                         ledger.locksReleased(
                                             conn,
-                                            source.namespace(),
-                                            null,
-                                            null,
-                                            Reason.ORPHANED_LOCK.wire(),
+                                            Ledger.LockRelease.orphaned(source.namespace()),
                                             released)))
                     .invoke(
                         released -> {

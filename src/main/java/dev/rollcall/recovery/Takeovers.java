@@ -270,10 +270,8 @@ public class Takeovers {
             released ->
                 ledger.locksReleased(
                     conn,
-                    subject.namespace(),
-                    epoch.id(),
-                    subject.instanceId(),
-                    Reason.OWNER_DEAD.wire(),
+                    Ledger.LockRelease.ofDeadOwner(
+                        subject.namespace(), epoch.id(), subject.instanceId()),
                     released))
         .invoke(
             released ->
