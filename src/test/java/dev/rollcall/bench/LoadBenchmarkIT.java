@@ -16,7 +16,9 @@ import io.vertx.core.http.HttpClient;
 import io.vertx.core.http.HttpClientOptions;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.RequestOptions;
+import java.nio.file.Path;
 import java.sql.Connection;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -42,8 +44,9 @@ import org.junit.jupiter.api.Test;
  * whose pass is over looks from its held idle claim. Prints throughput, p50/p99 latency, errors and
  * the service's resident memory. All traffic on loopback; bounded in time. Run with {@code ./mvnw
  * -B verify -Pbench -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=LoadBenchmarkIT}.
- * With {@code bench.tracing-pairs} (N), N pairs of runs with tracing off and on instead ({@link
- * TracingOverhead}).
+ * With {@code bench.tracing-pairs} (N), N pairs of runs with tracing off and on instead; with
+ * {@code bench.baseline-pairs} (N) and {@code bench.baseline-app} (another build's {@code
+ * quarkus-app} directory), N pairs of that build and this one ({@link LoadPairs}).
  */
 @Tag("benchmark")
 class LoadBenchmarkIT {
@@ -54,16 +57,32 @@ class LoadBenchmarkIT {
     int claimers = Integer.getInteger("bench.claimers", 64);
     int seconds = Integer.getInteger("bench.seconds", 30);
     int tracingPairs = Integer.getInteger("bench.tracing-pairs", 0);
+    int baselinePairs = Integer.getInteger("bench.baseline-pairs", 0);
+    Path thisBuild = Path.of(System.getProperty("rollcall.app.dir", "target/quarkus-app"));
+    LoadPairs.Load load = (app, settings) -> once(app, settings, instances, claimers, seconds);
     if (tracingPairs > 0) {
-      TracingOverhead.measure(
-          tracingPairs, settings -> once(settings, instances, claimers, seconds));
+      LoadPairs.measure("tracing", tracingPairs, LoadPairs.tracing(thisBuild), load);
       return;
     }
-    once(Map.of(), instances, claimers, seconds);
+    if (baselinePairs > 0) {
+      String baseline = System.getProperty("bench.baseline-app", "");
+      if (baseline.isBlank()) {
+        throw new IllegalArgumentException(
+            "bench.baseline-pairs needs bench.baseline-app: another build's quarkus-app directory");
+      }
+      LoadPairs.measure(
+          "build", baselinePairs, LoadPairs.builds(Path.of(baseline), thisBuild), load);
+      return;
+    }
+    once(thisBuild, Map.of(), instances, claimers, seconds);
   }
 
-  /** One run on a database and a service of its own, the service also given {@code settings}. */
-  private LoadFigures once(Map<String, String> settings, int instances, int claimers, int seconds)
+  /**
+   * One run on a database and a service of its own (the one packaged in {@code app}), the service
+   * also given {@code settings}.
+   */
+  private LoadFigures once(
+      Path app, Map<String, String> settings, int instances, int claimers, int seconds)
       throws Exception {
     try (TestDatabase db = TestDatabase.start()) {
       Db.bind(db);
@@ -71,7 +90,8 @@ class LoadBenchmarkIT {
       EngineFixture.setUpSchemas(db);
       Map<String, String> all = new java.util.HashMap<>(SourceTables.namespaceSettings());
       all.putAll(settings);
-      try (ServiceProcess service = ServiceProcess.start("load", db, all)) {
+      try (ServiceProcess service =
+          ServiceProcess.start("load", db, all, Duration.ofSeconds(90), app)) {
         return run(service, instances, claimers, seconds);
       }
     }
