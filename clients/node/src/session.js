@@ -12,6 +12,8 @@ import { SessionLock } from './session-lock.js';
 export const MAX_IN_FLIGHT = 10_000;
 
 const now = () => performance.now();
+// How long a leave waits for a heartbeat already on the wire to be answered.
+const LEAVE_AFTER_BEAT_MS = 1_000;
 
 /**
  * Registers, keeps one live session at a time, marks it lapsed while its lease may be gone, fences
@@ -158,6 +160,8 @@ export class Membership {
   async #leave(session, { exiting }) {
     const { api, log, counters, emit } = this.#ctx;
     session.close();
+    // A beat already on the wire is answered first, so the service reads the leave last.
+    await session.settled(LEAVE_AFTER_BEAT_MS);
     const inFlight = this.inFlightSet();
     try {
       await api.leave(session.token, session.instanceId, inFlight, { exiting });
@@ -292,6 +296,8 @@ class Session {
   #live = true;
   // 'idle', 'sending' (a beat is on the wire), or 'again' (another beat was asked for meanwhile).
   #beat = 'idle';
+  // Settles when the beat under way has its answer (or gave up): a leave goes after it.
+  #beaten = null;
   // A 429 or 503 asked to wait: no beat before this (monotonic ms).
   #notBefore = 0;
   #lapseTimer = null;
@@ -378,6 +384,14 @@ class Session {
     }, delay);
   }
 
+  /**
+   * Settles once the beat under way, if any, has its answer, or after `ms`. A leave waits for it:
+   * a beat the service read after an exiting leave would give back the lease the leave shortened.
+   */
+  settled(ms) {
+    return this.#beaten ? withinMs(this.#beaten, ms) : Promise.resolve();
+  }
+
   /** Ends this session's timers for good (fenced or leaving). The session lock is not touched. */
   close() {
     this.#live = false;
@@ -410,6 +424,8 @@ class Session {
       return;
     }
     this.#beat = 'sending';
+    let beaten;
+    this.#beaten = new Promise((resolve) => (beaten = resolve));
     const { o, api, log, counters } = this.#ctx;
     const sentAt = now();
     this.#lastSentAt = sentAt;
@@ -417,6 +433,8 @@ class Session {
       // Bounded so that one lost request costs at most one skipped beat, not the lease.
       const timeout = Math.min(o.requestTimeoutMs, this.leaseTtlMs, 2 * this.heartbeatIntervalMs);
       if (this.lock) await withinMs(this.lock.verify(), Math.min(1_000, this.heartbeatIntervalMs / 3));
+      // Closed while the lock was verified (the process is leaving): nothing more goes out.
+      if (!this.#live) return;
       const newWorkers = this.#membership.workerIds().filter((id) => !this.#named.has(id));
       const answer = await api.heartbeat(this.token, this.instanceId, this.#membership.inFlightSet(), timeout, this.lock?.report(), newWorkers);
       for (const id of newWorkers) this.#named.add(id);
@@ -450,6 +468,8 @@ class Session {
     } finally {
       const again = this.#beat === 'again';
       this.#beat = 'idle';
+      this.#beaten = null;
+      beaten();
       if (again && this.#live) this.heartbeat();
     }
   }

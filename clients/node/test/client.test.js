@@ -742,6 +742,28 @@ test('stop() lets the batch in hand finish, then leaves with the last in-flight 
   assert.deepEqual(leave.body, { inFlight: ['wrun_last'] });
 });
 
+test('a heartbeat on the wire when the client stops is answered before the leave is sent, and none follows the leave', async () => {
+  let answered = 0;
+  const fake = await fakeRollcall({
+    // The second beat is slow to answer (within its 200 ms timeout): stop() comes while it is on
+    // the wire.
+    heartbeat: (req, n) =>
+      n === 2
+        ? sleep(150).then(() => {
+            answered = Date.now();
+            return fakeDefaults(fake).heartbeat();
+          })
+        : fakeDefaults(fake).heartbeat(),
+  });
+  const client = startRecovery(base(fake.url));
+  await client.recovered;
+  while (fake.of('heartbeat').length < 2) await sleep(5);
+  await client.stop({ exiting: true });
+  const [leave] = fake.of('leave');
+  assert.ok(answered > 0 && leave.at >= answered, `the leave (${leave.at}) came after the beat's answer (${answered})`);
+  assert.ok(fake.of('heartbeat').every((h) => h.at <= leave.at), 'no heartbeat after the leave');
+});
+
 test('the default logger writes one JSON object per line', async () => {
   const fake = await fakeRollcall({});
   const lines = [];
