@@ -19,13 +19,17 @@ class LoadPairsTest {
             "off",
             "on",
             List.of(
-                new LoadPairs.Pair(
-                    new LoadPairs.Outcome(new LoadFigures(2, 10, 3, 30), ""),
-                    new LoadPairs.Outcome(new LoadFigures(3, 14, 3, 20), "9 spans"),
+                pair(
+                    new LoadFigures(2, 10, 3, 30),
+                    "",
+                    new LoadFigures(3, 14, 3, 20),
+                    "9 spans",
                     false),
-                new LoadPairs.Pair(
-                    new LoadPairs.Outcome(new LoadFigures(4, 10, 5, 30), ""),
-                    new LoadPairs.Outcome(new LoadFigures(5, 16, 5, 40), "7 spans"),
+                pair(
+                    new LoadFigures(4, 10, 5, 30),
+                    "",
+                    new LoadFigures(5, 16, 5, 40),
+                    "7 spans",
                     true)));
     assertTrue(table.contains("| pair | first | tracing |"), table);
     assertTrue(table.contains("| 1 | off | on | 3 | 14 | 3 | 20 | 9 spans |"), table);
@@ -47,9 +51,11 @@ class LoadPairsTest {
             "baseline",
             "this",
             List.of(
-                new LoadPairs.Pair(
-                    new LoadPairs.Outcome(new LoadFigures(2, 10, 3, 30), "/a/quarkus-app"),
-                    new LoadPairs.Outcome(new LoadFigures(3, 9, 3, 20), ""),
+                pair(
+                    new LoadFigures(2, 10, 3, 30),
+                    "/a/quarkus-app",
+                    new LoadFigures(3, 9, 3, 20),
+                    "",
                     false)));
     assertTrue(table.contains("| 1 | baseline | baseline | 2 | 10 | 3 | 30 | /a/quarkus-app |"));
     assertTrue(table.contains("| 1 | baseline | this | 3 | 9 | 3 | 20 |  |"), table);
@@ -63,5 +69,12 @@ class LoadPairsTest {
             IllegalArgumentException.class,
             () -> LoadPairs.builds(Path.of("target", "no-such-build"), Path.of("target")));
     assertTrue(e.getMessage().contains("bench.baseline-app"), e.getMessage());
+  }
+
+  /** One pair: side A's figures and note, side B's, and whether B ran first. */
+  private static LoadPairs.Pair pair(
+      LoadFigures a, String aNote, LoadFigures b, String bNote, boolean bFirst) {
+    return new LoadPairs.Pair(
+        new LoadPairs.Outcome(a, aNote), new LoadPairs.Outcome(b, bNote), bFirst);
   }
 }
