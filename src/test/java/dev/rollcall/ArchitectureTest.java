@@ -245,53 +245,33 @@ class ArchitectureTest {
   }
 
   /**
-   * Who writes each table of the {@code rollcall} schema: its owners, then every other class that
-   * still writes it, each with its reason. Read from the statements in {@code src/main/java}
-   * ({@code INSERT INTO}, {@code UPDATE}, {@code DELETE FROM}); a writer listed here that no longer
-   * writes fails too, so the list stays true. {@link #RETENTION} may delete from any table.
+   * Who writes each table of the {@code rollcall} schema, and no other class: one writer a table,
+   * but for {@code instances}, whose jobs (registration, the lease, endings, the session marks) are
+   * one class each, and each transition in one of them ({@link #anInstanceEndsOnlyThroughEndings}).
+   * Read from the statements in {@code src/main/java} ({@code INSERT INTO}, {@code UPDATE}, {@code
+   * DELETE FROM}); a writer listed here that no longer writes fails too, so the list stays true.
+   * {@link #RETENTION} may delete from any table.
    */
   private static final List<Table> TABLES =
       List.of(
           table("instances")
-              .ownedBy(
+              .writtenBy(
                   "registry.Registrations",
                   "registry.Heartbeats",
                   "registry.Endings",
-                  "registry.SessionLiveness")
-              .alsoBy(
-                  "recovery.Departures",
-                  "an exiting leave shortens the lease to the departure grace in the transaction"
-                      + " that records its last in-flight set")
-              .alsoBy(
-                  "registry.Outages",
-                  "the first beat after Rollcall's own outage renews the leases that ran out"
-                      + " unanswered, in the transaction that decides it was an outage"),
-          table("coordinator_beat").ownedBy("registry.Outages"),
-          table("epochs")
-              .ownedBy("recovery.Epochs")
-              .alsoBy(
-                  "source.WakeJobs",
-                  "the engine's decode of its queue, in the transaction that opens the epoch,"
-                      + " records the last job it answers for (wake_jobs_through)"),
-          table("batches")
-              .ownedBy("recovery.Batches")
-              .alsoBy("recovery.Epochs", "closing an epoch gives up its outstanding batches"),
-          table("batch_runs").ownedBy("recovery.Batches"),
-          table("deferred")
-              .ownedBy("recovery.Deferrals")
-              .alsoBy("recovery.Epochs", "closing an epoch drops its deferrals"),
-          table("ledger")
-              .ownedBy("recovery.Ledger")
-              .alsoBy(
-                  "recovery.Deferrals", "a deferral's ledger row, in the statement that defers"),
-          table("epoch_counts").ownedBy("recovery.Ledger"),
-          table("epoch_wake_jobs")
-              .ownedBy("source.WakeJobs")
-              .alsoBy("recovery.Epochs", "closing an epoch forgets the wake jobs of its snapshot"),
-          table("housekeeping").ownedBy("recovery.Housekeeping"),
-          table("ownership").ownedBy("registry.Ownership"),
-          table("ownership_messages").ownedBy("registry.Ownership"),
-          table("queue_workers").ownedBy("queue.GraphileQueue"));
+                  "registry.SessionLiveness"),
+          table("coordinator_beat").writtenBy("registry.Outages"),
+          table("epochs").writtenBy("recovery.Epochs"),
+          table("batches").writtenBy("recovery.Batches"),
+          table("batch_runs").writtenBy("recovery.Batches"),
+          table("deferred").writtenBy("recovery.Deferrals"),
+          table("ledger").writtenBy("recovery.Ledger"),
+          table("epoch_counts").writtenBy("recovery.Ledger"),
+          table("epoch_wake_jobs").writtenBy("source.WakeJobs"),
+          table("housekeeping").writtenBy("recovery.Housekeeping"),
+          table("ownership").writtenBy("registry.Ownership"),
+          table("ownership_messages").writtenBy("registry.Ownership"),
+          table("queue_workers").writtenBy("queue.GraphileQueue"));
 
   /** Deletes the rows that aged out of every table it keeps, and writes nothing else. */
   private static final String RETENTION = "recovery.Retention";
@@ -317,42 +297,36 @@ class ArchitectureTest {
     }
     Map<String, Set<String>> declared = new TreeMap<>();
     for (Table t : TABLES) {
-      declared.put(t.name, new TreeSet<>(t.writers()));
+      declared.put(t.name, new TreeSet<>(t.writers));
     }
     assertEquals(declared, written, "the writers of each rollcall table, by the map and in fact");
   }
 
   private static final Pattern TABLE_ROW =
-      Pattern.compile(
-          "^\\| (`[a-z_]+`(?:, `[a-z_]+`)*) \\|([^|]*)\\|([^|]*)\\|$", Pattern.MULTILINE);
+      Pattern.compile("^\\| (`[a-z_]+`(?:, `[a-z_]+`)*) \\|([^|]*)\\|$", Pattern.MULTILINE);
 
   private static final Pattern CLASS_NAME = Pattern.compile("`([A-Z][A-Za-z]+)`");
 
   /**
-   * The table of writers in {@code docs/architecture.md} names the same classes, as owners and as
-   * other writers, as {@link #TABLES} does: a writer added to one and not the other fails the
-   * build.
+   * The table of writers in {@code docs/architecture.md} names the same classes as {@link #TABLES}
+   * does: a writer added to one and not the other fails the build.
    */
   @Test
   void theMapInTheDocsNamesEachTablesWriters() throws IOException {
-    Map<String, List<Set<String>>> documented = new TreeMap<>();
+    Map<String, Set<String>> documented = new TreeMap<>();
     String doc = Files.readString(Path.of("docs", "architecture.md"));
-    int start = doc.indexOf("| table | owner |");
+    int start = doc.indexOf("| table | writer |");
     Matcher m = TABLE_ROW.matcher(doc.substring(start, doc.indexOf("\n\n", start)));
     while (m.find()) {
       for (String table : m.group(1).replace("`", "").split(",\\s*")) {
-        documented.put(table, List.of(classNames(m.group(2)), classNames(m.group(3))));
+        documented.put(table, classNames(m.group(2)));
       }
     }
-    Map<String, List<Set<String>>> declared = new TreeMap<>();
+    Map<String, Set<String>> declared = new TreeMap<>();
     for (Table t : TABLES) {
-      declared.put(
-          t.name, List.of(simpleNames(t.owners), simpleNames(List.copyOf(t.others.keySet()))));
+      declared.put(t.name, simpleNames(t.writers));
     }
-    assertEquals(
-        declared,
-        documented,
-        "docs/architecture.md, each table's owners and other writers, and the rules");
+    assertEquals(declared, documented, "docs/architecture.md, each table's writers, and the rules");
   }
 
   private static Set<String> classNames(String cell) {
@@ -394,27 +368,15 @@ class ArchitectureTest {
     assertEquals(Set.of("registry/Endings.java"), writers);
   }
 
-  /** One table of the map: its owners and the other classes that write it, with their reasons. */
-  private record Table(String name, List<String> owners, Map<String, String> others) {
-    Table ownedBy(String... classes) {
-      return new Table(name, List.of(classes), others);
-    }
-
-    Table alsoBy(String writer, String reason) {
-      Map<String, String> more = new TreeMap<>(others);
-      more.put(writer, reason);
-      return new Table(name, owners, more);
-    }
-
-    Set<String> writers() {
-      Set<String> all = new TreeSet<>(owners);
-      all.addAll(others.keySet());
-      return all;
+  /** One table of the map and the classes that write it. */
+  private record Table(String name, List<String> writers) {
+    Table writtenBy(String... classes) {
+      return new Table(name, List.of(classes));
     }
   }
 
   private static Table table(String name) {
-    return new Table(name, List.of(), Map.of());
+    return new Table(name, List.of());
   }
 
   // ---------------------------------------------------------------------------------------------

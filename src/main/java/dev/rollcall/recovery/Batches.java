@@ -309,6 +309,48 @@ public class Batches {
   }
 
   /**
+   * A batch {@code b} its pass still holds out: a range being classified, or a batch ready or
+   * leased. A pass with one is not over ({@link Epochs}), and a close gives them up ({@link
+   * #giveUp}). The same states as the partial index batches_claimable, written out so that the
+   * planner uses it.
+   */
+  static final String HELD_OUT = "b.state IN ('scanning', 'ready', 'leased')";
+
+  /**
+   * Gives up a closing epoch's ranges being classified and its ready and leased batches, writing
+   * the leased ones' hand-outs as {@code abandoned} (ready batches were not handed out under their
+   * fence). A range given up is not handed out by the claimer classifying it: its settlement finds
+   * it no longer scanning ({@link #settleRange}), and one that settled first is a leased batch
+   * here.
+   */
+  public Uni<Void> giveUp(SqlClient client, long epochId) {
+    return client
+        .preparedQuery(
+            // A batch's state before the update, read from the row it locks (was).
+            "WITH was AS (SELECT b.id, b.state FROM rollcall.batches b WHERE b.epoch_id = $1"
+                + " AND "
+                + HELD_OUT
+                + " FOR UPDATE)"
+                + " UPDATE rollcall.batches b SET state = 'abandoned', completed_at = now()"
+                + " FROM was WHERE b.id = was.id RETURNING b.id, b.fence, was.state")
+        .execute(Tuple.of(epochId))
+        .chain(
+            givenUp ->
+                // One ledger statement per leased batch, one after the other.
+                Multi.createFrom()
+                    .iterable(givenUp)
+                    .select()
+                    .where(r -> "leased".equals(r.getString("state")))
+                    .onItem()
+                    .transformToUniAndConcatenate(
+                        r ->
+                            Ledger.outcome(
+                                client, r.getLong("id"), r.getInteger("fence"), "abandoned"))
+                    .onItem()
+                    .ignoreAsUni());
+  }
+
+  /**
    * Ends the leases an instance holds now, because it left or died: the next claim of any peer
    * re-leases those batches under a new fence instead of waiting out the batch lease.
    */
@@ -320,49 +362,6 @@ public class Batches {
                 + " AND lease_expires_at > now()")
         .execute(Tuple.of(instanceId))
         .map(rows -> rows.rowCount());
-  }
-
-  /**
-   * What still holds an epoch open: batches other claimers lease (and how long until the first
-   * lease expires), and deferred runs (and how long until the first is due for its re-check).
-   */
-  record Outstanding(long leased, long msUntilFirstExpiry, long deferred, long msUntilDeferredDue) {
-    boolean any() {
-      return leased > 0 || deferred > 0;
-    }
-
-    /** How long until something may change without anyone completing a batch. */
-    long msUntilNextChange() {
-      long leaseMs = leased > 0 ? msUntilFirstExpiry : Long.MAX_VALUE;
-      long deferredMs = deferred > 0 ? msUntilDeferredDue : Long.MAX_VALUE;
-      return Math.min(leaseMs, deferredMs);
-    }
-
-    /**
-     * When a boot epoch's claimer should look again while this holds the epoch open: at the next
-     * change, or, with nothing outstanding (a ready batch another claimer is taking right now, so
-     * the close failed), after {@code waitMinMs}.
-     */
-    long msUntilNextLook(long waitMinMs) {
-      return any() ? msUntilNextChange() : waitMinMs;
-    }
-  }
-
-  /**
-   * Who works an epoch's scan now: the instances other than the caller holding an unexpired range
-   * or batch of it ({@code others}), whether the caller holds one ({@code mine}), and how long
-   * until the first of those leases expires. Read under the epoch's lock, the count is exact for
-   * cuts (ranges are cut only under that lock); an expired batch re-let without it may add one.
-   */
-  record Scanners(long others, boolean mine, long msUntilFirstExpiry) {
-
-    /**
-     * Whether the caller may cut a page: it already works the scan (its next page costs no more
-     * concurrency), or fewer than {@code limit} instances do; {@code limit} 0 means no limit.
-     */
-    boolean admit(int limit) {
-      return limit <= 0 || mine || others < limit;
-    }
   }
 
   /** Who works the epoch's scan besides {@code claimer} ({@link Scanners}). */

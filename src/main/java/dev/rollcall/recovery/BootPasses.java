@@ -71,7 +71,7 @@ class BootPasses {
                             .call(
                                 created ->
                                     created.isPresent()
-                                        ? source.prepareEpoch(conn, created.get())
+                                        ? epochs.prepare(conn, source, created.get())
                                         : Uni.createFrom().voidItem())))
         .invoke(created -> created.ifPresent(id -> closeSupersededLater(claim.namespace(), id)))
         .replaceWithVoid();

@@ -54,7 +54,7 @@ class Closing {
    * sweep that others hold, the claimer is done for now: heartbeats say when claimable work
    * appears.
    */
-  Served leftOpen(Epoch epoch, Batches.Outstanding out) {
+  Served leftOpen(Epoch epoch, Outstanding out) {
     return epoch.kind() == EpochKind.BOOT
         ? Served.later(WaitHints.Hint.at(out.msUntilNextLook(config.claim().waitMin().toMillis())))
         : Served.nothing();

@@ -91,7 +91,7 @@ class Cuts {
    * wakes the claim; failing that, it looks again when their first lease could expire); on a sweep,
    * nothing for now, as when a sweep is ahead of its rate.
    */
-  Served full(Epoch epoch, ClaimContext claim, Batches.Scanners scanners) {
+  Served full(Epoch epoch, ClaimContext claim, Scanners scanners) {
     metrics.scanFull(claim.namespace());
     return epoch.kind() == EpochKind.BOOT
         ? Served.later(WaitHints.Hint.announcedBy(scanners.msUntilFirstExpiry()))

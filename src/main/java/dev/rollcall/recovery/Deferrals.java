@@ -210,6 +210,14 @@ public class Deferrals {
         .replaceWithVoid();
   }
 
+  /** Drops every deferral of a closing epoch: no re-check of its runs follows. */
+  public Uni<Void> forget(SqlClient client, long epochId) {
+    return client
+        .preparedQuery("DELETE FROM rollcall.deferred WHERE epoch_id = $1")
+        .execute(Tuple.of(epochId))
+        .replaceWithVoid();
+  }
+
   /** The re-check happened: the runs leave the deferred set and their deferral is resolved. */
   public Uni<Void> resolve(SqlClient client, Epoch epoch, List<String> runIds) {
     String[] ids = runIds.toArray(String[]::new);
@@ -217,15 +225,7 @@ public class Deferrals {
         .preparedQuery(
             "DELETE FROM rollcall.deferred WHERE epoch_id = $1 AND run_id = ANY($2::text[])")
         .execute(Tuple.of(epoch.id(), ids))
-        .chain(
-            () ->
-                client
-                    .preparedQuery(
-                        // By run (ledger_by_run): the epoch's index does not hold the outcome.
-                        "UPDATE rollcall.ledger SET resolved_at = now() WHERE namespace = $3"
-                            + " AND run_id = ANY($2::text[]) AND epoch_id = $1"
-                            + " AND outcome = 'deferred' AND resolved_at IS NULL")
-                    .execute(Tuple.of(epoch.id(), ids, epoch.namespace())))
+        .chain(() -> ledger.resolveDeferrals(client, epoch, ids))
         .replaceWithVoid();
   }
 }

@@ -4,13 +4,12 @@ import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.Endings;
 import dev.rollcall.registry.Endings.Departure;
+import dev.rollcall.registry.Heartbeats;
 import dev.rollcall.registry.InFlight;
 import dev.rollcall.registry.InstanceGuards;
 import dev.rollcall.registry.Ownership;
-import dev.rollcall.sql.Liveness;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
-import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
 import java.util.Optional;
@@ -27,6 +26,7 @@ public class Departures {
   private final InstanceGuards guards;
   private final Ownership ownership;
   private final Takeovers takeovers;
+  private final Heartbeats heartbeats;
   private final RollcallConfig config;
 
   Departures(
@@ -35,8 +35,10 @@ public class Departures {
       InstanceGuards guards,
       Ownership ownership,
       Takeovers takeovers,
+      Heartbeats heartbeats,
       RollcallConfig config) {
     this.config = config;
+    this.heartbeats = heartbeats;
     this.pool = pool;
     this.instances = instances;
     this.guards = guards;
@@ -55,16 +57,11 @@ public class Departures {
     long graceMs = config.departureGrace().toMillis();
     return pool.withTransaction(
         conn ->
-            conn.preparedQuery(
-                    "UPDATE rollcall.instances SET lease_expires_at = least(lease_expires_at,"
-                        + " now() + $2::bigint * interval '1 millisecond')"
-                        + " WHERE id = $1 AND "
-                        + Liveness.liveById("")
-                        + " RETURNING id")
-                .execute(Tuple.of(caller.instanceId(), graceMs))
+            heartbeats
+                .shortenLease(conn, caller.instanceId(), graceMs)
                 .chain(
-                    rows -> {
-                      if (rows.size() == 0) {
+                    shortened -> {
+                      if (!shortened) {
                         return guards.<Void>notLive(conn, caller.instanceId());
                       }
                       return lastInFlight

@@ -106,8 +106,8 @@ class EpochLocks {
    * number of instances), the next page is read in the same round trip as the lock (pipelined right
    * behind it, after the cursor the lock's last holder committed), so the lock is held for the cut
    * and its commit only; the page is dropped if the locked epoch has nothing to cut after all, or
-   * no room for the caller ({@link Batches.Scanners}). Other claims may find the scan full under
-   * the lock, so they read no page before they know.
+   * no room for the caller ({@link Scanners}). Other claims may find the scan full under the lock,
+   * so they read no page before they know.
    */
   private Uni<Served> lockAndStep(
       SqlClient conn, ClaimContext claim, Epoch view, boolean readAhead) {
@@ -157,11 +157,7 @@ class EpochLocks {
    * drop it and take the epoch's step.
    */
   private Uni<Served> stepWithPage(
-      SqlClient conn,
-      ClaimContext claim,
-      Epoch locked,
-      Batches.Scanners scanners,
-      List<ScannedRun> page) {
+      SqlClient conn, ClaimContext claim, Epoch locked, Scanners scanners, List<ScannedRun> page) {
     if (!scansAhead(locked)) {
       return steps.visit(conn, claim, locked);
     }

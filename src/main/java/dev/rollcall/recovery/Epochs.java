@@ -1,9 +1,10 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.source.RunSource;
 import dev.rollcall.source.Snapshot;
+import dev.rollcall.source.WakeJobs;
 import dev.rollcall.tracing.RecoveryTraces;
 import io.opentelemetry.api.trace.Span;
-import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.RowSet;
@@ -24,9 +25,13 @@ public class Epochs {
   private static final Logger LOG = Logger.getLogger(Epochs.class);
 
   private final RecoveryTraces traces;
+  private final Batches batches;
+  private final Deferrals deferrals;
 
-  Epochs(RecoveryTraces traces) {
+  Epochs(RecoveryTraces traces, Batches batches, Deferrals deferrals) {
     this.traces = traces;
+    this.batches = batches;
+    this.deferrals = deferrals;
   }
 
   /**
@@ -276,21 +281,14 @@ public class Epochs {
   }
 
   /**
-   * A batch {@code b} its pass still holds out: a range being classified, or a batch ready or
-   * leased. A pass with one is not over, and a close gives them up. The same states as the partial
-   * index batches_claimable, written out so that the planner uses it.
-   */
-  private static final String HELD_OUT = "b.state IN ('scanning', 'ready', 'leased')";
-
-  /**
    * An epoch ({@code rollcall.epochs}, id $1) whose pass is over: open, its scan finished, no batch
-   * held out ({@link #HELD_OUT}), and no deferred run left to re-check.
+   * held out ({@link Batches#HELD_OUT}), and no deferred run left to re-check.
    */
   private static final String FINISHED =
       "state = 'open' AND scan_done"
           + " AND NOT EXISTS (SELECT 1 FROM rollcall.batches b"
           + "   WHERE b.epoch_id = $1 AND "
-          + HELD_OUT
+          + Batches.HELD_OUT
           + ")"
           + " AND NOT EXISTS (SELECT 1 FROM rollcall.deferred d WHERE d.epoch_id = $1)";
 
@@ -345,6 +343,24 @@ public class Epochs {
   }
 
   /**
+   * Prepares a new epoch's evidence from its source ({@link RunSource#prepareEpoch}), in the
+   * transaction that opened it, and records the last queue job that evidence answers for.
+   */
+  public Uni<Void> prepare(SqlClient client, RunSource source, long epochId) {
+    return source
+        .prepareEpoch(client, epochId)
+        .chain(
+            through ->
+                through.isEmpty()
+                    ? Uni.createFrom().voidItem()
+                    : client
+                        .preparedQuery(
+                            "UPDATE rollcall.epochs SET wake_jobs_through = $2 WHERE id = $1")
+                        .execute(Tuple.of(epochId, through.get()))
+                        .replaceWithVoid());
+  }
+
+  /**
    * Closes an open epoch before its pass finished ({@code close_reason} says why: superseded,
    * stranded, closed-by-operator). Its ranges being classified and its ready and leased batches are
    * given up ({@code abandoned}, and the leased ones' hand-outs in the ledger): a holder may still
@@ -368,66 +384,13 @@ public class Epochs {
               // that statement's snapshot cannot see. It committed before the first statement
               // returned, so the second sees its batch. A complete after this one finds its batch
               // given up and adds nothing.
-              return giveUpBatches(client, epochId)
-                  .chain(() -> giveUpBatches(client, epochId))
-                  .chain(
-                      () ->
-                          client
-                              .preparedQuery("DELETE FROM rollcall.deferred WHERE epoch_id = $1")
-                              .execute(Tuple.of(epochId)))
-                  .chain(() -> forget(client, epochId))
+              return batches
+                  .giveUp(client, epochId)
+                  .chain(() -> batches.giveUp(client, epochId))
+                  .chain(() -> deferrals.forget(client, epochId))
+                  .chain(() -> WakeJobs.forget(client, epochId))
                   .replaceWith(true);
             });
-  }
-
-  /**
-   * Gives up the epoch's ranges being classified and its ready and leased batches, writing the
-   * leased ones' hand-outs. A range given up is not handed out by the claimer classifying it: its
-   * settlement finds it no longer scanning (Batches#settleRange), and one that settled first is a
-   * leased batch here.
-   */
-  private static Uni<Void> giveUpBatches(SqlClient client, long epochId) {
-    return client
-        .preparedQuery(
-            // A batch's state before the update, read from the row it locks (was).
-            "WITH was AS (SELECT b.id, b.state FROM rollcall.batches b WHERE b.epoch_id = $1"
-                + " AND "
-                + HELD_OUT
-                + " FOR UPDATE)"
-                + " UPDATE rollcall.batches b SET state = 'abandoned', completed_at = now()"
-                + " FROM was WHERE b.id = was.id RETURNING b.id, b.fence, was.state")
-        .execute(Tuple.of(epochId))
-        .chain(given -> abandonHandOuts(client, given));
-  }
-
-  /**
-   * Writes the hand-outs of the given-up batches that were leased as {@code abandoned}; ready
-   * batches were not handed out under their fence. One statement per batch, as a stream.
-   */
-  private static Uni<Void> abandonHandOuts(SqlClient client, RowSet<Row> givenUp) {
-    List<long[]> leased = new ArrayList<>();
-    for (Row r : givenUp) {
-      if ("leased".equals(r.getString("state"))) {
-        leased.add(new long[] {r.getLong("id"), r.getInteger("fence")});
-      }
-    }
-    return Multi.createFrom()
-        .iterable(leased)
-        .onItem()
-        .transformToUniAndConcatenate(b -> Ledger.outcome(client, b[0], (int) b[1], "abandoned"))
-        .onItem()
-        .ignoreAsUni();
-  }
-
-  /**
-   * Deletes what a closed epoch no longer needs: its decoded queue evidence (one row per queued
-   * workflow job when it opened). Retention deletes it with the epoch, should this not have run.
-   */
-  public static Uni<Void> forget(SqlClient client, long epochId) {
-    return client
-        .preparedQuery("DELETE FROM rollcall.epoch_wake_jobs WHERE epoch_id = $1")
-        .execute(Tuple.of(epochId))
-        .replaceWithVoid();
   }
 
   private static Optional<Epoch> first(RowSet<Row> rows) {

@@ -166,10 +166,10 @@ class FirstLook {
 
   /**
    * A claim about to queue for the lock of an epoch being scanned reads, without the lock, whether
-   * there is room for it in the scan ({@link Batches.Scanners}): one that would find it full
-   * answers without queueing (the cut checks again under the lock, where it is exact), and only an
-   * instance already working the scan reads its page ahead of the lock. A claim that took the lock
-   * at once read this under it instead.
+   * there is room for it in the scan ({@link Scanners}): one that would find it full answers
+   * without queueing (the cut checks again under the lock, where it is exact), and only an instance
+   * already working the scan reads its page ahead of the lock. A claim that took the lock at once
+   * read this under it instead.
    */
   private Uni<Plan> beforeQueueing(SqlClient conn, ClaimContext claim, Walk walk) {
     Epoch epoch = walk.epoch();

@@ -102,6 +102,18 @@ public class Ledger {
         .replaceWithVoid();
   }
 
+  /** The re-check of these deferred runs happened: their {@code deferred} rows are resolved. */
+  public Uni<Void> resolveDeferrals(SqlClient client, Epoch epoch, String[] runIds) {
+    return client
+        .preparedQuery(
+            // By run (ledger_by_run): the epoch's index does not hold the outcome.
+            "UPDATE rollcall.ledger SET resolved_at = now() WHERE namespace = $3"
+                + " AND run_id = ANY($2::text[]) AND epoch_id = $1"
+                + " AND outcome = 'deferred' AND resolved_at IS NULL")
+        .execute(Tuple.of(epoch.id(), runIds, epoch.namespace()))
+        .replaceWithVoid();
+  }
+
   /**
    * One row per released queue lock, under the run its job belongs to ({@code job:<id>} when the
    * payload names none), with its proof in the detail: outcome {@code lock-released}, reason {@code

@@ -97,7 +97,7 @@ public class OperatorActions {
                       }
                       long id = opened.get();
                       LOG.infof("epoch %d opened: manual pass of namespace %s", id, namespace);
-                      return source.prepareEpoch(conn, id).replaceWith(id);
+                      return epochs.prepare(conn, source, id).replaceWith(id);
                     }));
   }
 

@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.source.WakeJobs;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
@@ -9,7 +10,7 @@ import jakarta.inject.Singleton;
 import org.jboss.logging.Logger;
 
 /**
- * Deletes a closed pass's queue evidence ({@link Epochs#forget}) in a transaction of its own that
+ * Deletes a closed pass's queue evidence ({@link WakeJobs#forget}) in a transaction of its own that
  * no one waits for, once the close has committed: the close, and with it the notice that the pass
  * is over, does not wait for the delete (tens of thousands of rows for a large pass). Deleted
  * before the close committed, a close that then rolled back would leave an open pass without its
@@ -29,7 +30,7 @@ class PassEvidence {
 
   /** The pass's close has committed: its evidence goes now, without the caller waiting. */
   void forgetLater(long epochId) {
-    pool.withTransaction(conn -> Epochs.forget(conn, epochId))
+    pool.withTransaction(conn -> WakeJobs.forget(conn, epochId))
         .subscribe()
         .with(
             ignored -> {},

@@ -95,7 +95,7 @@ public class Sweeper {
                 .call(
                     opened ->
                         opened.isPresent()
-                            ? source.prepareEpoch(conn, opened.get().id())
+                            ? epochs.prepare(conn, source, opened.get().id())
                             : Uni.createFrom().voidItem()));
   }
 

@@ -186,7 +186,7 @@ public class Takeovers {
         .chain(
             opened ->
                 (opened.batches() == 0
-                        // A takeover has no queue evidence to forget (Epochs.forget).
+                        // A takeover has no queue evidence to forget (WakeJobs.forget).
                         ? epochs.closeIfFinished(conn, epoch.id())
                         : Uni.createFrom().item(false))
                     .chain(() -> recordDetection(conn, subject))

@@ -368,4 +368,40 @@ public class Heartbeats {
   private Duration reaperInterval() {
     return config.reaperIntervalOrDefault();
   }
+
+  /**
+   * Shortens a live instance's lease to at most {@code graceMs} from now (never lengthens it): an
+   * exiting leave's departure grace. False when the instance is not live (its lease ran out, or it
+   * ended), so nothing was written.
+   */
+  public Uni<Boolean> shortenLease(SqlClient client, UUID instanceId, long graceMs) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.instances SET lease_expires_at = least(lease_expires_at,"
+                + " now() + $2::bigint * interval '1 millisecond')"
+                + " WHERE id = $1 AND "
+                + Liveness.liveById("")
+                + " RETURNING id")
+        .execute(Tuple.of(instanceId, graceMs))
+        .map(rows -> rows.size() == 1);
+  }
+
+  /**
+   * After Rollcall's own outage of {@code gapMs} ({@link Outages}): renews to one lease TTL from
+   * now the leases of the instances that were live when the service was last seen and heartbeating
+   * up to then. A dead one's last beat falls behind, so outages one after another renew it for a
+   * TTL at most. Returns how many were renewed.
+   */
+  Uni<Long> renewLapsedInOutage(SqlClient client, long ttlMs, long gapMs) {
+    return client
+        .preparedQuery(
+            "UPDATE rollcall.instances"
+                + " SET lease_expires_at = now() + $1::bigint * interval '1 millisecond'"
+                + " WHERE state = 'live'"
+                + " AND lease_expires_at < now() + $1::bigint * interval '1 millisecond'"
+                + " AND lease_expires_at > now() - $2::bigint * interval '1 millisecond'"
+                + " AND last_heartbeat_at > now() - ($2 + $1)::bigint * interval '1 millisecond'")
+        .execute(Tuple.of(ttlMs, gapMs))
+        .map(r -> (long) r.rowCount());
+  }
 }

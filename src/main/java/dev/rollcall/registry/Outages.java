@@ -6,7 +6,6 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.runtime.StartupEvent;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
-import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import java.time.Duration;
@@ -37,10 +36,12 @@ public class Outages {
   private final Pool pool;
   private final RollcallConfig config;
   private final MeterRegistry meters;
+  private final Heartbeats leases;
   private volatile boolean beaten;
 
-  Outages(Pool pool, RollcallConfig config, MeterRegistry meters) {
+  Outages(Pool pool, RollcallConfig config, MeterRegistry meters, Heartbeats leases) {
     this.pool = pool;
+    this.leases = leases;
     this.config = config;
     this.meters = meters;
   }
@@ -79,22 +80,7 @@ public class Outages {
                           Uni<Long> renewed =
                               gap <= outageMs
                                   ? Uni.createFrom().item(0L)
-                                  // Only instances live when the service was last seen and
-                                  // heartbeating up to then: a dead one's last beat falls behind,
-                                  // so outages one after another renew it for a TTL at most.
-                                  : conn.preparedQuery(
-                                          "UPDATE rollcall.instances"
-                                              + " SET lease_expires_at = now()"
-                                              + "   + $1::bigint * interval '1 millisecond'"
-                                              + " WHERE state = 'live'"
-                                              + " AND lease_expires_at"
-                                              + "   < now() + $1::bigint * interval '1 millisecond'"
-                                              + " AND lease_expires_at > now()"
-                                              + "   - $2::bigint * interval '1 millisecond'"
-                                              + " AND last_heartbeat_at > now()"
-                                              + "   - ($2 + $1)::bigint * interval '1 millisecond'")
-                                      .execute(Tuple.of(ttlMs, gap))
-                                      .map(r -> (long) r.rowCount());
+                                  : leases.renewLapsedInOutage(conn, ttlMs, gap);
                           return renewed.chain(
                               n ->
                                   conn.preparedQuery(

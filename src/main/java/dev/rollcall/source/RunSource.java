@@ -77,10 +77,12 @@ public interface RunSource {
 
   /**
    * Prepares what a new epoch's classification needs, once (e.g. decodes queued jobs into {@code
-   * rollcall.epoch_wake_jobs}, which is emptied once the epoch has closed).
+   * rollcall.epoch_wake_jobs}, which is emptied once the epoch has closed), and returns the last
+   * queue job that preparation answers for ({@code rollcall.epochs.wake_jobs_through}, recorded by
+   * {@code recovery.Epochs#prepare}); empty when it answers for none.
    */
-  default Uni<Void> prepareEpoch(SqlClient client, long epochId) {
-    return Uni.createFrom().voidItem();
+  default Uni<Optional<Long>> prepareEpoch(SqlClient client, long epochId) {
+    return Uni.createFrom().item(Optional.empty());
   }
 
   /**

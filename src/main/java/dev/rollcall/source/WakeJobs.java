@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Optional;
 import org.jboss.logging.Logger;
 
 /**
@@ -17,7 +18,7 @@ import org.jboss.logging.Logger;
  * the engine queued since for the runs it wrote to since. One home for these statements, which
  * {@link WorldPostgresSource} serves.
  */
-final class WakeJobs {
+public final class WakeJobs {
 
   private static final Logger LOG = Logger.getLogger(WakeJobs.class);
 
@@ -59,42 +60,52 @@ final class WakeJobs {
 
   /**
    * Decodes every queued workflow and step job once for epoch {@code epochId}, in the transaction
-   * that opens it, and records the last job the decode answers for.
+   * that opens it, and returns the last job the decode answers for (the epoch's {@code
+   * wake_jobs_through}, which {@code recovery.Epochs} records): empty when the queue could not be
+   * read.
    */
-  Uni<Void> decode(SqlClient client, long epochId) {
+  Uni<Optional<Long>> decode(SqlClient client, long epochId) {
     // One decode of every queued workflow and step job, kept for the epoch's pages, and the last
     // job it answers for. A failure (no queue schema yet, say) leaves the epoch without queue
     // proof: its runs are re-driven (fail open).
     return Savepoints.attempt(
-            client,
-            "prepare_epoch",
-            client
-                .preparedQuery(
-                    "INSERT INTO rollcall.epoch_wake_jobs (epoch_id, run_id, job_id)"
-                        + " SELECT DISTINCT $1::bigint, w.run_id, w.job_id FROM ("
-                        + "   SELECT rollcall.engine_job_run_id(j.payload) AS run_id, j.id AS job_id"
-                        + "   FROM graphile_worker._private_jobs j"
-                        + "   JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
-                        + "   WHERE t.identifier = ANY($2::text[]) AND j.attempts < j.max_attempts) w"
-                        + " WHERE w.run_id IS NOT NULL")
-                .execute(Tuple.of(epochId, wakeTasks))
-                .chain(
-                    () ->
-                        client
-                            .preparedQuery(
-                                "UPDATE rollcall.epochs SET wake_jobs_through ="
-                                    + " (SELECT coalesce(max(j.id), 0)"
-                                    + "   FROM graphile_worker._private_jobs j"
-                                    + "   WHERE j.created_at < now() - "
-                                    + DECODE_MARGIN
-                                    + ") WHERE id = $1")
-                            .execute(Tuple.of(epochId)))
-                .replaceWithVoid(),
-            e ->
-                LOG.warnf(
-                    "epoch %d of namespace %s: queued jobs could not be read (%s); no run of this epoch"
-                        + " will be skipped for a queued job",
-                    epochId, namespace, e.getMessage()))
+        client,
+        "prepare_epoch",
+        client
+            .preparedQuery(
+                "INSERT INTO rollcall.epoch_wake_jobs (epoch_id, run_id, job_id)"
+                    + " SELECT DISTINCT $1::bigint, w.run_id, w.job_id FROM ("
+                    + "   SELECT rollcall.engine_job_run_id(j.payload) AS run_id, j.id AS job_id"
+                    + "   FROM graphile_worker._private_jobs j"
+                    + "   JOIN graphile_worker._private_tasks t ON t.id = j.task_id"
+                    + "   WHERE t.identifier = ANY($2::text[]) AND j.attempts < j.max_attempts) w"
+                    + " WHERE w.run_id IS NOT NULL")
+            .execute(Tuple.of(epochId, wakeTasks))
+            .chain(
+                () ->
+                    client
+                        .preparedQuery(
+                            "SELECT coalesce(max(j.id), 0) AS through"
+                                + " FROM graphile_worker._private_jobs j"
+                                + " WHERE j.created_at < now() - "
+                                + DECODE_MARGIN)
+                        .execute())
+            .map(rows -> rows.iterator().next().getLong("through")),
+        e ->
+            LOG.warnf(
+                "epoch %d of namespace %s: queued jobs could not be read (%s); no run of this epoch"
+                    + " will be skipped for a queued job",
+                epochId, namespace, e.getMessage()));
+  }
+
+  /**
+   * Deletes what a closed epoch no longer needs: its decoded queue evidence (one row per queued
+   * workflow job when it opened). Retention deletes it with the epoch, should this not have run.
+   */
+  public static Uni<Void> forget(SqlClient client, long epochId) {
+    return client
+        .preparedQuery("DELETE FROM rollcall.epoch_wake_jobs WHERE epoch_id = $1")
+        .execute(Tuple.of(epochId))
         .replaceWithVoid();
   }
 

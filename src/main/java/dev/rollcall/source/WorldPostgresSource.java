@@ -88,7 +88,7 @@ public final class WorldPostgresSource implements RunSource {
   }
 
   @Override
-  public Uni<Void> prepareEpoch(SqlClient client, long epochId) {
+  public Uni<Optional<Long>> prepareEpoch(SqlClient client, long epochId) {
     return jobs.decode(client, epochId);
   }
 
