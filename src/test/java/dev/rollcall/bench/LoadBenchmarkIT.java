@@ -23,6 +23,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
@@ -46,7 +47,9 @@ import org.junit.jupiter.api.Test;
  * -B verify -Pbench -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=LoadBenchmarkIT}.
  * With {@code bench.tracing-pairs} (N), N pairs of runs with tracing off and on instead; with
  * {@code bench.baseline-pairs} (N) and {@code bench.baseline-app} (another build's {@code
- * quarkus-app} directory), N pairs of that build and this one ({@link LoadPairs}).
+ * quarkus-app} directory), N pairs of that build and this one ({@link LoadPairs}). With {@code
+ * -Dbench.results=FILE}, a run that is not one of such pairs appends its figures to FILE as a CSV
+ * row ({@link LoadRow}).
  */
 @Tag("benchmark")
 class LoadBenchmarkIT {
@@ -59,7 +62,8 @@ class LoadBenchmarkIT {
     int tracingPairs = Integer.getInteger("bench.tracing-pairs", 0);
     int baselinePairs = Integer.getInteger("bench.baseline-pairs", 0);
     Path thisBuild = Path.of(System.getProperty("rollcall.app.dir", "target/quarkus-app"));
-    LoadPairs.Load load = (app, settings) -> once(app, settings, instances, claimers, seconds);
+    LoadPairs.Load load =
+        (app, settings) -> once(app, settings, instances, claimers, seconds, Optional.empty());
     if (tracingPairs > 0) {
       LoadPairs.measure("tracing", tracingPairs, LoadPairs.tracing(thisBuild), load);
       return;
@@ -74,15 +78,20 @@ class LoadBenchmarkIT {
           "build", baselinePairs, LoadPairs.builds(Path.of(baseline), thisBuild), load);
       return;
     }
-    once(thisBuild, Map.of(), instances, claimers, seconds);
+    once(thisBuild, Map.of(), instances, claimers, seconds, ResultsFile.named());
   }
 
   /**
    * One run on a database and a service of its own (the one packaged in {@code app}), the service
-   * also given {@code settings}.
+   * also given {@code settings}; its row appended to {@code results}, if any ({@link LoadRow}).
    */
   private LoadFigures once(
-      Path app, Map<String, String> settings, int instances, int claimers, int seconds)
+      Path app,
+      Map<String, String> settings,
+      int instances,
+      int claimers,
+      int seconds,
+      Optional<ResultsFile> results)
       throws Exception {
     try (TestDatabase db = TestDatabase.start()) {
       Db.bind(db);
@@ -92,12 +101,17 @@ class LoadBenchmarkIT {
       all.putAll(settings);
       try (ServiceProcess service =
           ServiceProcess.start("load", db, all, Duration.ofSeconds(90), app)) {
-        return run(service, instances, claimers, seconds);
+        return run(service, instances, claimers, seconds, results);
       }
     }
   }
 
-  private LoadFigures run(ServiceProcess service, int instanceCount, int claimerCount, int seconds)
+  private LoadFigures run(
+      ServiceProcess service,
+      int instanceCount,
+      int claimerCount,
+      int seconds,
+      Optional<ResultsFile> results)
       throws Exception {
     long periodMs = Long.getLong("bench.heartbeat-ms", 3000);
     Api api = new Api(service.base());
@@ -252,13 +266,7 @@ class LoadBenchmarkIT {
           registrars.submit(
               () -> {
                 Instance instance = api.register(fleetNamespace, "fleet", "fleet-" + me);
-                RequestOptions beat =
-                    new RequestOptions()
-                        .setMethod(HttpMethod.POST)
-                        .setURI("/instances/" + instance.id() + "/heartbeat")
-                        .putHeader("Authorization", "Bearer " + instance.token())
-                        .putHeader("Content-Type", "application/json")
-                        .setTimeout(30_000);
+                RequestOptions beat = SimulatedFleet.heartbeat(instance);
                 String report = "";
                 if (!holders.isEmpty()) {
                   Connection holder = holders.get(me % holders.size());
@@ -345,7 +353,7 @@ class LoadBenchmarkIT {
                                 }
                               });
                     });
-                openLoop(
+                SimulatedFleet.openLoop(
                     beats,
                     periodMs,
                     window,
@@ -558,6 +566,9 @@ class LoadBenchmarkIT {
     double c2 = byThread.getOrDefault("C2 CompilerThre", 0L) / 1000.0;
     beats.shutdownNow();
     vertx.close();
+    double serviceCores = (service.cpuMillis() - cpuAtStart[0]) / 1000.0 / elapsed;
+    double postgresCores = (Cpu.postgres() - cpuAtStart[1]) / 1000.0 / elapsed;
+    double driverCores = (Cpu.self() - cpuAtStart[2]) / 1000.0 / elapsed;
     System.out.printf(
         "%nService load (%d instances of namespace %s heartbeating every %d ms%s, %d claimers,"
             + " %d s)%n"
@@ -660,9 +671,9 @@ class LoadBenchmarkIT {
         flushes,
         flushes < 0.5 ? 0.0 : flushed / flushes,
         committed / elapsed,
-        (service.cpuMillis() - cpuAtStart[0]) / 1000.0 / elapsed,
-        (Cpu.postgres() - cpuAtStart[1]) / 1000.0 / elapsed,
-        (Cpu.self() - cpuAtStart[2]) / 1000.0 / elapsed,
+        serviceCores,
+        postgresCores,
+        driverCores,
         elapsed,
         c1 + c2,
         c1,
@@ -700,6 +711,31 @@ class LoadBenchmarkIT {
                 scrapeErrors.get())
             : "off: -Dbench.scrape-seconds",
         loadAverage());
+    long waitP99 = percentile(windowBeats.waited, 0.99);
+    long lateP99 = percentile(claimSentLateMs, 0.99);
+    results.ifPresent(
+        file ->
+            file.append(
+                new LoadRow(
+                        instanceCount,
+                        periodMs,
+                        claimerCount,
+                        seconds,
+                        heartbeatMs.size() / (double) seconds,
+                        percentile(heartbeatMs, 0.50),
+                        percentile(heartbeatMs, 0.99),
+                        percentile(claimMs, 0.50),
+                        percentile(claimMs, 0.99),
+                        flushes < 0.5 ? 0.0 : flushed / flushes,
+                        serviceCores,
+                        postgresCores,
+                        driverCores,
+                        waitP99,
+                        lateP99,
+                        errorsByKind.values().stream().mapToLong(AtomicLong::get).sum(),
+                        leasesLost.get(),
+                        rss)
+                    .row()));
     return new LoadFigures(
         percentile(heartbeatMs, 0.50),
         percentile(heartbeatMs, 0.99),
@@ -748,7 +784,7 @@ class LoadBenchmarkIT {
             .setTimeout(30_000);
     io.vertx.core.buffer.Buffer body =
         io.vertx.core.buffer.Buffer.buffer("{\"maxRuns\":500,\"waitMs\":0,\"idle\":true}");
-    openLoop(
+    SimulatedFleet.openLoop(
         timer,
         everyMs,
         window,
@@ -774,30 +810,6 @@ class LoadBenchmarkIT {
                             status(reply.result().getValue().toString()), 1, Integer::sum);
                       }
                     }));
-  }
-
-  /**
-   * Sends something every {@code everyMs} from a random phase, open loop: each send is due at a
-   * fixed time whatever the ones before it are doing, and is told that time and whether it falls
-   * inside the measured window (sends due after the window are not made).
-   */
-  private static void openLoop(
-      ScheduledExecutorService timer,
-      long everyMs,
-      AtomicLongArray window,
-      java.util.function.BiConsumer<Long, Boolean> send) {
-    long first = System.nanoTime() + ThreadLocalRandom.current().nextLong(everyMs) * 1_000_000;
-    AtomicLong k = new AtomicLong();
-    timer.scheduleAtFixedRate(
-        () -> {
-          long due = first + k.getAndIncrement() * everyMs * 1_000_000;
-          if (due <= window.get(1)) {
-            send.accept(due, due >= window.get(0));
-          }
-        },
-        Math.max(0, first - System.nanoTime()),
-        everyMs * 1_000_000,
-        TimeUnit.NANOSECONDS);
   }
 
   /**

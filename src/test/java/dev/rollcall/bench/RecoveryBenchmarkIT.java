@@ -44,7 +44,9 @@ import org.junit.jupiter.api.Test;
  * Rollcall scenario, the statements PostgreSQL spent most time on: {@link StatementProfile}),
  * {@code -Dbench.perf=DIR} (a system-wide CPU profile of each measured scenario, with what names
  * each PostgreSQL backend's client: {@link SystemProfile}), {@code -Dbench.equal-processes=true}
- * (every scenario with as many application processes as the largest N: {@link #equalProcesses}).
+ * (every scenario with as many application processes as the largest N: {@link #equalProcesses}),
+ * {@code -Dbench.results=FILE} (a CSV row per measured Rollcall scenario and per floor timed:
+ * {@link #record}).
  */
 @Tag("benchmark")
 class RecoveryBenchmarkIT {
@@ -200,11 +202,14 @@ class RecoveryBenchmarkIT {
     }
     Result floor = medianFloor("floor", false);
     results.put("floor", floor);
+    record("floor", runs, null, null, null, floor);
     // The same statement with each job keyed by its message id, as the engine keys its own jobs
     // and as Rollcall's client does: what the key alone costs graphile-worker's add_jobs. A
     // reference row. Ratios are to the floor timed just before each Rollcall pair (below); the
     // engine's, to the floor above.
-    results.put("floor, jobs keyed as the engine keys them", medianFloor("floor, keyed", true));
+    Result keyedFloor = medianFloor("floor, keyed", true);
+    results.put("floor, jobs keyed as the engine keys them", keyedFloor);
+    record("floor-keyed", runs, null, null, null, keyedFloor);
     for (int n : replicaCounts) {
       if (scenarios.contains("engine")) {
         results.put("engine N=" + n, engine(n));
@@ -233,12 +238,15 @@ class RecoveryBenchmarkIT {
                       "floor before N=%d%s%s",
                       n, withEngine ? "" : ", client alone", repeat == 1 ? "" : " #" + (k + 1)),
                   false);
+          String kind = kind(withEngine, equalProcesses.equals("true"));
+          record("floor-before-" + kind, runs, n, null, k + 1, pairFloor);
           // Every other pair runs two service replicas first: a machine that drifts during a
           // pair then favours each side as often.
           for (int services : k % 2 == 0 ? new int[] {1, 2} : new int[] {2, 1}) {
             Result r = rollcall(n, services, withEngine);
             r.floorMillis = pairFloor.wallMillis;
             results.put(key(n, services, withEngine, k + 1), r);
+            record(kind, runs, n, services, k + 1, r);
           }
           if (equalProcesses.equals("both") && n < largestN()) {
             Result bystandersFloor =
@@ -247,10 +255,13 @@ class RecoveryBenchmarkIT {
                         "floor before N=%d + bystanders%s #%d",
                         n, withEngine ? "" : ", client alone", k + 1),
                     false);
+            String crowd = kind(withEngine, true);
+            record("floor-before-" + crowd, runs, n, null, k + 1, bystandersFloor);
             for (int services : k % 2 == 0 ? new int[] {1, 2} : new int[] {2, 1}) {
               Result r = rollcall(n, services, withEngine, true);
               r.floorMillis = bystandersFloor.wallMillis;
               results.put(withBystanders(key(n, services, withEngine, k + 1)), r);
+              record(crowd, runs, n, services, k + 1, r);
             }
           }
         }
@@ -365,6 +376,40 @@ class RecoveryBenchmarkIT {
       out.addAll(repeated(results, floor));
     }
     return out;
+  }
+
+  /**
+   * A Rollcall scenario's kind in {@code -Dbench.results}: {@code rollcall} or {@code
+   * client-alone}, {@code -bystanders} added when bystanders ran beside its replicas.
+   */
+  private static String kind(boolean withEngine, boolean withBystanders) {
+    return (withEngine ? "rollcall" : "client-alone") + (withBystanders ? "-bystanders" : "");
+  }
+
+  /**
+   * A measured scenario's or floor's row of {@code -Dbench.results} ({@link ResultsFile}): the
+   * figures its tables print, {@code null} (an empty cell) where the scenario has none (a floor has
+   * no coordinator; only a Rollcall scenario has a floor timed for it). {@code kind}: a Rollcall
+   * scenario's ({@link #kind}), {@code floor} and {@code floor-keyed} (timed once per size), or
+   * {@code floor-before-} and the kind of the pair it was timed for.
+   */
+  private static void record(
+      String kind, int runs, Integer n, Integer services, Integer k, Result r) {
+    ResultsFile.appendIfNamed(
+        new ResultsFile.Row()
+            .put("runs", runs)
+            .put("kind", kind)
+            .put("replicas", n)
+            .put("service_replicas", services)
+            .put("repetition", k)
+            .put("wall_s", r.wallMillis / 1000.0)
+            .put("capped", r.capped)
+            .put("done_s", r.doneMillis < 0 ? null : r.doneMillis / 1000.0)
+            .put("floor_s", r.floorMillis < 0 ? null : r.floorMillis / 1000.0)
+            .put("rows_read_per_run", r.rowsRead / (double) runs)
+            .put("coordinator_cpu_s", r.cpuMillis < 0 ? null : r.cpuMillis / 1000.0)
+            .put("coordinator_rss_mib", r.rssMiB < 0 ? null : r.rssMiB)
+            .put("postgres_cpu_s", r.postgresCpuMillis < 0 ? null : r.postgresCpuMillis / 1000.0));
   }
 
   /**
