@@ -141,22 +141,27 @@ class CutOffIT {
           Set<String> atDeath = openSteps(own, diedAt);
           StepBodies bodies = StepBodies.of(cluster.journal(), round.runs);
           Map<String, String> runOfStep = runOfStep(cluster.journal());
-          // Steps run twice because of the cut: once on the cut-off replica before the heal, once
-          // on a peer (the 5.0 runtime itself may run a step twice, on peers or on the replica once
-          // it registered again: a retried attempt, parallel deliveries of a fan-out).
+          // Steps run twice because of the cut: begun on the cut-off replica before its death and
+          // again on a peer after it (TakeoverRepeats). Steps it and a peer ran together while it
+          // was alive are the engine's own concurrent replays of a run (a fan-out's completions
+          // replayed at once on several replicas), printed apart.
           Map<String, Set<String>> replicasOfStep = replicasOfStep(cluster.journal());
           Set<String> startedThereBeforeHeal = new HashSet<>();
           own.stream()
               .filter(j -> j.event().equals("step-start") && j.t() < healAt)
               .forEach(j -> startedThereBeforeHeal.add(j.e().path("stepId").asText()));
           List<String> twiceAcross =
+              List.copyOf(TakeoverRepeats.of(cluster.journal(), cut.name(), diedAt));
+          List<String> replayedTogether =
               bodies.starts().entrySet().stream()
                   .filter(e -> e.getValue().size() > 1)
                   .map(Map.Entry::getKey)
                   .filter(startedThereBeforeHeal::contains)
                   .filter(st -> replicasOfStep.get(st).size() > 1)
+                  .filter(st -> !twiceAcross.contains(st))
                   .sorted()
                   .toList();
+          int mostByTakeover = twiceAcross.stream().mapToInt(bodies::of).max().orElse(0);
           List<String> twiceOutside =
               twiceAcross.stream()
                   .filter(st -> !executingAtDeath.contains(runOfStep.get(st)))
@@ -218,9 +223,11 @@ class CutOffIT {
               replayedByAny);
           System.out.printf(
               "  steps it was executing at the cut %d, at the hold %d, at its death %d; steps"
-                  + " whose body ran twice, once on it before the heal and once on a peer: %d %s"
+                  + " whose body ran on it before its death and again on a peer after it: %d %s"
                   + " (target: at most those in flight at the cut, %d: %s), of those outside the"
-                  + " runs it executed at its death: %d; most runs of one body %d%n",
+                  + " runs it executed at its death: %d, most runs of one of their bodies %d;"
+                  + " steps it and a peer ran while it was alive (the engine's concurrent replays"
+                  + " of a run): %d %s; most runs of any body %d%n",
               atCut.size(),
               atHold.size(),
               atDeath.size(),
@@ -229,6 +236,9 @@ class CutOffIT {
               atCut.size(),
               twiceAcross.size() <= atCut.size() ? "met" : "MISSED",
               twiceOutside.size(),
+              mostByTakeover,
+              replayedTogether.size(),
+              replayedTogether,
               bodies.max());
           System.out.printf(
               "  after the heal: registered again %s (%s); jobs its workers took after they were"
@@ -254,8 +264,8 @@ class CutOffIT {
           if (round.unfinished > 0) {
             failures.add(round.unfinished + " runs unfinished " + round.stateOfUnfinished.values());
           }
-          if (bodies.max() > 2) {
-            failures.add("a step's body ran " + bodies.max() + " times");
+          if (mostByTakeover > 2) {
+            failures.add("a step its takeover ran again ran " + mostByTakeover + " times");
           }
           if (!twiceOutside.isEmpty()) {
             failures.add("steps run twice outside the runs executing at the death " + twiceOutside);

@@ -39,8 +39,7 @@ import org.junit.jupiter.api.Test;
  * -Dupgrade.victim-runs} (each victim's in-flight runs, 25), {@code -Dupgrade.batch} (runs per
  * claim; by default as small as lets the pass outlast the roll), {@code -Dupgrade.lease-ttl} (30s).
  * {@code -Dupgrade.previous} names the release to upgrade from (see {@link PreviousRelease}).
- * Tagged {@code upgrade}, which {@code pom.xml} leaves out by default: run it with {@code
- * -Dit.test=UpgradeIT -DexcludedGroups=benchmark}.
+ * Tagged {@code upgrade}; part of {@code ./mvnw -B verify}, alone with {@code -Dit.test=UpgradeIT}.
  */
 @Tag("upgrade")
 class UpgradeIT {
