@@ -319,8 +319,8 @@ public class Epochs {
    * Closes the epoch if its scan is finished and no batch is ready or leased. Call it only while
    * holding the epoch lock: the check is a new statement, so it sees every batch committed before
    * the lock was granted. Returns true when this call closed it. What the closed epoch no longer
-   * needs is left to {@link #forget}, which the caller runs once the close committed: the close
-   * (and with it the notice that the pass is over) does not wait for it.
+   * needs is left to {@link WakeJobs#forget}, which the caller runs once the close committed: the
+   * close (and with it the notice that the pass is over) does not wait for it.
    */
   public Uni<Boolean> closeIfFinished(SqlClient client, long epochId) {
     return client
