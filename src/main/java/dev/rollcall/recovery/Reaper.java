@@ -10,7 +10,6 @@ import dev.rollcall.source.RunSources;
 import dev.rollcall.tracing.RecoveryTraces;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -81,36 +80,26 @@ public class Reaper {
     this.meters = meters;
   }
 
-  @Scheduled(
-      identity = "rollcall-reaper",
-      every = Intervals.REAPER_SCHEDULE,
-      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
-  Uni<Void> scheduled() {
-    return Housekeeping.survive(tick(), "reaper pass");
-  }
-
   /**
-   * The scheduled pass: this replica's coordinator beat first, then the pass. A lease that ran out
-   * while no service replica ran, or while the database was unreachable, is renewed by that beat
-   * ({@link Outages}) before any lease is read as a death; when the beat fails, no lease is judged
-   * in this tick. (Run side by side, a pass of a replica coming back could declare the leases dead
-   * that its own first beat was about to renew.)
+   * A beat, then a pass: this replica's coordinator beat first, then the pass. (The schedule's
+   * tick, {@link ReaperTick}, runs the pass only when its look after the beat finds an expired
+   * lease.) A lease that ran out while no service replica ran, or while the database was
+   * unreachable, is renewed by that beat ({@link Outages}) before any lease is read as a death;
+   * when the beat fails, no lease is judged in this tick. (Run side by side, a pass of a replica
+   * coming back could declare the leases dead that its own first beat was about to renew.)
    */
   public Uni<Pass> tick() {
     return outages.beat().chain(this::runOnce);
   }
 
   /**
-   * The orphan release, on its own schedule so that reading the queue never delays a takeover; runs
-   * on every {@link #orphanEvery()}-th tick of the reaper's interval.
+   * The orphan release, in a flight of its own ({@link ReaperTick}) so that reading the queue never
+   * delays a takeover; runs on every {@link #orphanEvery()}-th tick of the reaper's interval, and
+   * not at all while no namespace has a queue (there is no lock to look for).
    */
-  @Scheduled(
-      identity = "rollcall-orphaned-locks",
-      every = Intervals.REAPER_SCHEDULE,
-      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduledOrphans() {
     long every = orphanEvery();
-    if (every == 0 || passes++ % every != 0) {
+    if (every == 0 || passes++ % every != 0 || !anyQueue()) {
       return Uni.createFrom().voidItem();
     }
     // A turn that cannot be taken (the database is unreachable, say) is logged, and the next
@@ -137,6 +126,11 @@ public class Reaper {
                   ? releaseOrphans().map(Optional::of)
                   : Uni.createFrom().item(Optional.<Integer>empty());
             });
+  }
+
+  /** Whether some namespace's source has a queue, whose locks may be orphaned. */
+  boolean anyQueue() {
+    return sources.all().stream().anyMatch(source -> source.queue().isPresent());
   }
 
   /**

@@ -1,5 +1,6 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.registry.SessionLiveness;
 import dev.rollcall.registry.SessionLiveness.Rules;
@@ -10,6 +11,7 @@ import io.vertx.mutiny.core.Vertx;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
 
 /**
  * The fast path of the reaper: every {@code rollcall.liveness.check-interval}, instances whose
@@ -17,6 +19,14 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * and their takeover opened, by the reaper's own per-instance transaction. A check whose query
  * fails decides nothing (Rollcall's own connection trouble is never evidence); several service
  * replicas may check at once, and the guarded death statement lets one win each instance.
+ *
+ * <p>A service with no armed lock (at rest, or with clients that hold none) has nothing to check: a
+ * check that finds none armed ({@link SessionLiveness#ANY_ARMED}) makes the next ticks skip,
+ * without a statement, until the reaper's look finds a lock armed ({@link ReaperTick}, every reaper
+ * interval) or a heartbeat of this replica records one held ({@link SessionLiveness#heldRecords}).
+ * Nothing is lost meanwhile: no lock is a proof of death within the session grace after it was
+ * recorded held, and the replica that recorded it checks at once. A replica that runs no reaper has
+ * no look, and checks at every tick.
  */
 @ApplicationScoped
 public class SessionReaper {
@@ -26,6 +36,7 @@ public class SessionReaper {
   private final RollcallConfig config;
   private final Vertx vertx;
   private final AtomicBoolean running = new AtomicBoolean();
+  private final Watch watch;
   private long timer = -1;
 
   SessionReaper(SessionLiveness sessions, Reaper reaper, RollcallConfig config, Vertx vertx) {
@@ -33,6 +44,44 @@ public class SessionReaper {
     this.sessions = sessions;
     this.reaper = reaper;
     this.config = config;
+    this.watch = new Watch(Intervals.orOff(config.reaperInterval()).isPresent());
+  }
+
+  /**
+   * When a tick checks: always, until a check or a look has found no lock armed; then again once a
+   * look finds one armed or a heartbeat records one held. Only the decision, no clock.
+   */
+  static final class Watch {
+
+    private final boolean idles;
+    private volatile boolean armed = true;
+    private volatile long heldRecordsSeen = -1;
+
+    /** {@code idles}: whether a look of the reaper's runs at all, to wake the checks. */
+    Watch(boolean idles) {
+      this.idles = idles;
+    }
+
+    /** Whether a tick checks, with {@code heldRecords} the replica's count of held records. */
+    boolean due(long heldRecords) {
+      return !idles || armed || heldRecords != heldRecordsSeen;
+    }
+
+    /** A check that started at {@code heldRecords} found a lock armed, or none. */
+    void checked(long heldRecords, boolean armed) {
+      this.heldRecordsSeen = heldRecords;
+      this.armed = armed;
+    }
+
+    /** The reaper's look found a lock armed, or none. */
+    void looked(boolean armed) {
+      this.armed = armed;
+    }
+  }
+
+  /** What the reaper's look found ({@link ReaperTick}): whether some lock is armed. */
+  void looked(boolean armed) {
+    watch.looked(armed);
   }
 
   /**
@@ -53,12 +102,18 @@ public class SessionReaper {
     }
   }
 
-  /** One check at a time in this replica: a tick that finds one running is skipped. */
+  /**
+   * One check at a time in this replica: a tick that finds one running is skipped, and so is one
+   * with nothing armed to check ({@link Watch}).
+   */
   private void tick() {
-    if (!running.compareAndSet(false, true)) {
+    long heldRecords = sessions.heldRecords();
+    if (!watch.due(heldRecords) || !running.compareAndSet(false, true)) {
       return;
     }
-    Housekeeping.survive(runOnce(), "session check")
+    Housekeeping.survive(
+            runOnce(Rules.of(config), check -> watch.checked(heldRecords, check.armed())),
+            "session check")
         .subscribe()
         .with(ignored -> running.set(false), failure -> running.set(false));
   }
@@ -70,8 +125,13 @@ public class SessionReaper {
 
   /** One check with the given rules: tests call it directly instead of waiting for the schedule. */
   public Uni<Reaper.Pass> runOnce(Rules rules) {
+    return runOnce(rules, check -> {});
+  }
+
+  private Uni<Reaper.Pass> runOnce(Rules rules, Consumer<SessionLiveness.Check> seen) {
     return sessions
         .check(rules, Reaper.PER_PASS)
+        .invoke(seen)
         .chain(
             check ->
                 reaper.reapEach(

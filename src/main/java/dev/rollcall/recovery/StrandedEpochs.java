@@ -1,7 +1,6 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
-import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -18,9 +17,10 @@ import org.jboss.logging.Logger;
  * Closes boot epochs nobody can finish: their deployment has had no live instance for longer than
  * {@code rollcall.stranded-epoch-grace}; and boot epochs a later deploy's pass superseded, which
  * its creator closes right after creating it, should that creator have died in between ({@link
- * #closeSuperseded}). Runs on the reaper's interval, on every service replica (each close is one
- * guarded update, so replicas racing close each epoch once). The closes themselves are {@link
- * Epochs#close}, the epochs' one writer; here is only which epochs to close.
+ * #closeSuperseded}). Runs on the reaper's interval, on every service replica, when the reaper's
+ * look finds an open boot epoch ({@link ReaperTick}; each close is one guarded update, so replicas
+ * racing close each epoch once). The closes themselves are {@link Epochs#close}, the epochs' one
+ * writer; here is only which epochs to close.
  */
 @ApplicationScoped
 public class StrandedEpochs {
@@ -37,12 +37,15 @@ public class StrandedEpochs {
     this.config = config;
   }
 
-  @Scheduled(
-      identity = "rollcall-stranded-epochs",
-      every = "${rollcall.reaper-interval:1s}",
-      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
-  Uni<Void> scheduled() {
-    return Housekeeping.survive(runOnce(), "stranded-epoch check");
+  /**
+   * Whether some namespace of the array parameter {@code param} has an open boot epoch: the
+   * reaper's look ({@link ReaperTick}) runs {@link #runOnce} only then.
+   */
+  static String anyOpenBoot(String param) {
+    return "EXISTS (SELECT 1 FROM rollcall.epochs WHERE state = 'open' AND kind = 'boot'"
+        + " AND namespace = ANY("
+        + param
+        + "::text[]))";
   }
 
   /**

@@ -8,17 +8,21 @@ import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
+import java.util.Set;
 import org.jboss.logging.Logger;
 
 /**
  * Opens a {@code sweep} epoch per namespace every {@code rollcall.sweep.interval}: runs stranded
  * between deploys (a lost wake-up, say) are found and handed to live instances through the usual
  * claims, rate-bounded. Each namespace is its own transaction, so one failing source never stops
- * the others; any number of service replicas may run it.
+ * the others; any number of service replicas may run it. Only the namespaces where a sweep could
+ * open, or a stranded boot epoch be closed, are visited ({@link #visits}).
  */
 @ApplicationScoped
 public class Sweeper {
@@ -55,8 +59,10 @@ public class Sweeper {
   /** One pass over every namespace; returns the sweeps it opened. Tests call it directly. */
   public Uni<List<Epoch>> runOnce() {
     long intervalMs = interval().toMillis();
-    return Multi.createFrom()
-        .iterable(sources.all())
+    return visits()
+        .onItem()
+        .transformToMulti(namespaces -> Multi.createFrom().iterable(namespaces))
+        .map(sources::get)
         .onItem()
         .transformToUniAndConcatenate(
             source ->
@@ -73,6 +79,29 @@ public class Sweeper {
         .map(Optional::get)
         .collect()
         .asList();
+  }
+
+  /**
+   * The namespaces a pass opens its transaction in: those with a live instance (a sweep opens only
+   * where one is live: {@link Epochs#openSweep}) or with an open boot epoch (which the pass closes
+   * first if it is stranded). One statement for every namespace, so that a pass over namespaces
+   * nobody runs in (a service at rest) reads no runs table and takes no transaction per namespace.
+   * In the order of the configured sources.
+   */
+  Uni<List<String>> visits() {
+    List<String> all = sources.all().stream().map(RunSource::namespace).toList();
+    return pool.preparedQuery(
+            "SELECT namespace FROM rollcall.instances WHERE namespace = ANY($1::text[])"
+                + " AND rollcall.is_live(state, lease_expires_at)"
+                + " UNION SELECT namespace FROM rollcall.epochs WHERE namespace = ANY($1::text[])"
+                + " AND kind = 'boot' AND state = 'open'")
+        .execute(Tuple.of(all.toArray(String[]::new)))
+        .map(
+            rows -> {
+              Set<String> found = new HashSet<>();
+              rows.forEach(r -> found.add(r.getString("namespace")));
+              return all.stream().filter(found::contains).toList();
+            });
   }
 
   private Uni<Optional<Epoch>> open(RunSource source, long intervalMs) {

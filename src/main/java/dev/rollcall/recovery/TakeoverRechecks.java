@@ -1,11 +1,9 @@
 package dev.rollcall.recovery;
 
-import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
-import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -19,10 +17,11 @@ import java.util.stream.StreamSupport;
 /**
  * The runs a takeover deferred (a live instance still reported them, or a queued job was to wake
  * them: {@link DecisionTable#takeover}) settled when their re-check is due. A claim on the takeover
- * does it ({@link DeferredRechecks}); so does this service itself, on the reaper's schedule, so
- * that a deferred run is re-driven when its re-check is due rather than when an instance next
- * happens to claim: its batch is cut ready, and the notice of a claimable batch wakes the
- * instances' waiting claims at once.
+ * does it ({@link DeferredRechecks}); so does this service itself, on the reaper's schedule when
+ * the reaper's look finds one due ({@link ReaperTick}: {@link #DUE} there too), so that a deferred
+ * run is re-driven when its re-check is due rather than when an instance next happens to claim: its
+ * batch is cut ready, and the notice of a claimable batch wakes the instances' waiting claims at
+ * once.
  */
 @ApplicationScoped
 class TakeoverRechecks {
@@ -75,14 +74,6 @@ class TakeoverRechecks {
     this.sources = sources;
     this.config = config;
     this.passTraces = passTraces;
-  }
-
-  @Scheduled(
-      identity = "rollcall-takeover-rechecks",
-      every = Intervals.REAPER_SCHEDULE,
-      concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
-  Uni<Void> scheduled() {
-    return Housekeeping.survive(runOnce(), "takeover re-checks");
   }
 
   /**

@@ -87,6 +87,10 @@ public class Endings {
   public record Dead(
       UUID instanceId, String namespace, List<String> workerIds, OffsetDateTime leaseExpiredAt) {}
 
+  /** Whether some live instance's lease has expired by the database's clock ({@link #expired}). */
+  public static final String ANY_EXPIRED =
+      "EXISTS (SELECT 1 FROM rollcall.instances WHERE rollcall.is_expired(state, lease_expires_at))";
+
   /** Live instances whose lease has expired by the database's clock, oldest first. */
   public Uni<List<UUID>> expired(int limit) {
     return pool.preparedQuery(

@@ -6,9 +6,11 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.runtime.StartupEvent;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import java.time.Duration;
+import java.util.function.Function;
 import org.eclipse.microprofile.health.HealthCheck;
 import org.eclipse.microprofile.health.HealthCheckResponse;
 import org.eclipse.microprofile.health.Readiness;
@@ -32,6 +34,9 @@ public class Outages {
 
   /** What one beat found: the gap since the last one, and the leases it renewed (0 most times). */
   public record Beat(long gapMs, long renewed) {}
+
+  /** A beat, and what the work run in its transaction after it found ({@link #beat(Function)}). */
+  public record BeatAnd<T>(Beat beat, T found) {}
 
   private final Pool pool;
   private final RollcallConfig config;
@@ -65,6 +70,15 @@ public class Outages {
    * row (a first beat ever, or one deleted) is no outage.
    */
   public Uni<Beat> beat() {
+    return beat(conn -> Uni.createFrom().nullItem()).map(BeatAnd::beat);
+  }
+
+  /**
+   * A beat, as {@link #beat()}, and {@code after} in the same transaction once the beat (and any
+   * renewal) is written: a read that must see the leases as the beat left them, without a
+   * transaction of its own.
+   */
+  public <T> Uni<BeatAnd<T>> beat(Function<SqlClient, Uni<T>> after) {
     long outageMs = outageAfter().toMillis();
     long ttlMs = config.leaseTtl().toMillis();
     return pool.withTransaction(
@@ -88,8 +102,9 @@ public class Outages {
                                               + " ON CONFLICT (one) DO UPDATE SET beat_at = now()")
                                       .execute()
                                       .replaceWith(new Beat(gap, n)));
-                        }))
-        .invoke(this::report)
+                        })
+                    .chain(beat -> after.apply(conn).map(found -> new BeatAnd<>(beat, found))))
+        .invoke(done -> report(done.beat()))
         .invoke(() -> beaten = true);
   }
 

@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The fast path of liveness: an instance holds a session advisory lock in a dedicated database
@@ -95,9 +96,19 @@ public class SessionLiveness {
           + ROLLCALL_LOCKS
           + ") held WHERE held.objid = rollcall.session_lock_objid(i.id)::oid)";
 
+  /**
+   * Whether some live instance's fast path is armed (its lock recorded held): what the checks
+   * watch. Without the restart grace of {@link #check}, so that it is true whenever a check may
+   * have something to look at.
+   */
+  public static final String ANY_ARMED =
+      "EXISTS (SELECT 1 FROM rollcall.instances i WHERE i.session_lock = 'held'"
+          + " AND rollcall.is_live(i.state, i.lease_expires_at))";
+
   private final Pool pool;
   private final RollcallConfig config;
   private final Endings endings;
+  private final AtomicLong heldRecords = new AtomicLong();
 
   SessionLiveness(Pool pool, RollcallConfig config, Endings endings) {
     this.pool = pool;
@@ -143,6 +154,7 @@ public class SessionLiveness {
     if (reports.isEmpty()) {
       return Uni.createFrom().voidItem();
     }
+    boolean held = reports.values().stream().anyMatch(r -> r.state() == Report.HELD);
     int n = reports.size();
     UUID[] ids = new UUID[n];
     String[] states = new String[n];
@@ -174,11 +186,32 @@ public class SessionLiveness {
                 + "   THEN now() ELSE i.session_since END"
                 + " FROM next WHERE i.id = next.id AND i.state = 'live'")
         .execute(Tuple.of(ids, states, pids, reconnected))
+        // Counted once the statement ran: the next check of this replica looks (the flush has
+        // mostly committed by then; if not, the reaper's look finds the lock armed a reaper
+        // interval later, well within the session grace that keeps a new lock from any death).
+        .invoke(
+            () -> {
+              if (held) {
+                heldRecords.incrementAndGet();
+              }
+            })
         .replaceWithVoid();
   }
 
-  /** The first sightings and the confirmed losses of one check. */
-  public record Check(int seenMissing, int seenAgain, List<UUID> lost) {}
+  /**
+   * How many flushes of this replica have recorded a report of {@code held} so far: a check that
+   * found no armed lock looks again once this grows ({@code SessionReaper}), since the lock may now
+   * be armed.
+   */
+  public long heldRecords() {
+    return heldRecords.get();
+  }
+
+  /**
+   * The first sightings and the confirmed losses of one check, and whether some fast path was armed
+   * ({@link #ANY_ARMED}) when it looked.
+   */
+  public record Check(int seenMissing, int seenAgain, List<UUID> lost, boolean armed) {}
 
   /**
    * One check with the rules in force: see {@link #check(Rules, int)}. Fails, deciding nothing,
@@ -220,7 +253,9 @@ public class SessionLiveness {
                 + " ARRAY(SELECT i.id FROM rollcall.instances i JOIN armed ON armed.id = i.id"
                 + "   WHERE "
                 + SESSION_LOST
-                + " ORDER BY i.session_missing_since LIMIT $1) AS lost")
+                + " ORDER BY i.session_missing_since LIMIT $1) AS lost, "
+                + ANY_ARMED
+                + " AS armed")
         .execute(Tuple.tuple(params(rules, limit)))
         .map(
             rows -> {
@@ -228,7 +263,8 @@ public class SessionLiveness {
               return new Check(
                   r.getInteger("seen_missing"),
                   r.getInteger("seen_again"),
-                  List.of(r.getArrayOfUUIDs("lost")));
+                  List.of(r.getArrayOfUUIDs("lost")),
+                  r.getBoolean("armed"));
             });
   }
 

@@ -1,11 +1,13 @@
 package dev.rollcall.recovery;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
+import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.inject.Inject;
 import java.time.Duration;
 import java.util.List;
@@ -33,12 +35,44 @@ class FreshStatisticsTest {
     // The statistics system counts the new rows once the inserting session reports them (at most
     // a second or so after its commit, later when idle): until then the look sees nothing stale.
     Poll.until(
+        "the reaper's look finding a stale table",
+        Duration.ofSeconds(30),
+        () -> look().staleStatistics());
+    theRuleInSqlIsTheRuleInJava();
+    Poll.until(
         "rollcall.instances analyzed by the look",
         Duration.ofSeconds(30),
         () -> statistics.runOnce().await().indefinitely().contains("instances"));
     assertTrue(reltuples() >= 1000, "the planner now knows the rows: " + reltuples());
     List<String> again = statistics.runOnce().await().indefinitely();
     assertFalse(again.contains("instances"), "analyzed once, not at every look: " + again);
+    theRuleInSqlIsTheRuleInJava();
+  }
+
+  @Inject ReaperTick tick;
+  @Inject Pool pool;
+
+  private ReaperTick.Look look() {
+    return pool.withTransaction(tick::look).await().indefinitely();
+  }
+
+  /**
+   * The look's rule ({@link FreshStatistics#STALE}) says of every table what {@code stale} says.
+   */
+  private static void theRuleInSqlIsTheRuleInJava() {
+    for (List<String> r :
+        Db.database()
+            .rows(
+                "SELECT t.relname, t.n_live_tup, t.reltuples, ("
+                    + FreshStatistics.STALE
+                    + ") FROM ("
+                    + FreshStatistics.TABLES
+                    + ") t")) {
+      assertEquals(
+          FreshStatistics.stale(Long.parseLong(r.get(1)), Double.parseDouble(r.get(2))),
+          r.get(3).equals("t"),
+          "rollcall." + r.get(0) + ": " + r);
+    }
   }
 
   private static double reltuples() {

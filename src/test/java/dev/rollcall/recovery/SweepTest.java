@@ -176,4 +176,29 @@ class SweepTest extends ApiTestBase {
     assertNull(api.claimBatch(client, 5000));
     return out;
   }
+
+  @Test
+  void aSweepVisitsOnlyNamespacesWhereAnInstanceIsLiveOrABootPassIsOpen() {
+    Instance live = api.register(SourceTables.SMALL, deploy, "sweep-live");
+    api.heartbeat(live, List.of()).expect(200);
+    Db.update(
+        "UPDATE rollcall.instances SET lease_expires_at = now() - interval '1 second'"
+            + " WHERE namespace = ? AND state = 'live'",
+        SourceTables.BENCH);
+    boolean bootOpen =
+        Db.number(
+                "SELECT count(*) FROM rollcall.epochs WHERE namespace = ? AND kind = 'boot'"
+                    + " AND state = 'open'",
+                SourceTables.BENCH)
+            > 0;
+
+    List<String> visits = sweeper.visits().await().indefinitely();
+
+    assertTrue(visits.contains(SourceTables.SMALL), "an instance is live there: " + visits);
+    assertEquals(
+        bootOpen,
+        visits.contains(SourceTables.BENCH),
+        "no instance is live there: visited only to close its open boot pass: " + visits);
+    api.leave(live).expect(204);
+  }
 }

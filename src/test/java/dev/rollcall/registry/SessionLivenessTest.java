@@ -184,6 +184,16 @@ class SessionLivenessTest extends ApiTestBase {
     return h;
   }
 
+  @Inject SessionLiveness liveness;
+
+  @Test
+  void aLockRecordedHeldWakesTheChecksWhichFindItArmed() throws Exception {
+    long before = liveness.heldRecords();
+    armed("wakes");
+    assertTrue(liveness.heldRecords() > before, "the heartbeat's record woke the checks");
+    assertTrue(liveness.check(FAST, 10).await().indefinitely().armed());
+  }
+
   @Test
   void anInstanceWhoseSessionEndedIsDeadWithProofSessionLostAndItsTakeoverOpens() throws Exception {
     Held h = armed("crashes");
