@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Databases;
 import dev.rollcall.source.ActiveIndexes;
 import dev.rollcall.source.RunSources;
 import dev.rollcall.testing.Db;
@@ -60,7 +61,10 @@ class NamespaceIsolationTest {
         engines(Map.of("rollcall.namespaces.\"billing\".source.job-prefix", "billing_"));
 
     Map<String, String> warnings =
-        new SourcesReadiness(pool, shared).ambiguities().await().indefinitely();
+        new SourcesReadiness(Databases.single(pool, List.of("shop", "billing")), shared)
+            .ambiguities()
+            .await()
+            .indefinitely();
 
     assertEquals(2, warnings.size(), warnings.toString());
     assertTrue(warnings.get("shop").contains("no job_prefix column"), warnings.get("shop"));
@@ -98,7 +102,12 @@ class NamespaceIsolationTest {
     RunSources apart =
         engines(Map.of("rollcall.namespaces.\"billing\".source.schema", "billing_workflow"));
 
-    assertEquals(Map.of(), new SourcesReadiness(pool, apart).ambiguities().await().indefinitely());
+    assertEquals(
+        Map.of(),
+        new SourcesReadiness(Databases.single(pool, List.of("shop", "billing")), apart)
+            .ambiguities()
+            .await()
+            .indefinitely());
   }
 
   @Test
