@@ -10,6 +10,7 @@ import dev.rollcall.source.RunSources;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
 import io.quarkus.runtime.configuration.DurationConverter;
 import io.smallrye.config.SmallRyeConfigBuilder;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -120,7 +121,8 @@ class NamespaceIsolationTest {
     try (java.sql.Connection engineTx = Db.database().connect()) {
       engineTx.setAutoCommit(false);
       engineTx.createStatement().execute("LOCK TABLE workflow.workflow_runs IN SHARE MODE");
-      built = indexes.create("shop", ddl).subscribeAsCompletionStage();
+      // Built in the database of a configured namespace over the same engine schema: the engine's.
+      built = indexes.create(SourceTables.ENGINE, ddl).subscribeAsCompletionStage();
       waitUntilWaiting();
       assertEquals(0, java.util.concurrent.ForkJoinPool.commonPool().getActiveThreadCount());
       assertEquals(
