@@ -1,8 +1,11 @@
 package dev.rollcall.database;
 
 import dev.rollcall.error.Problems.DatabaseUnavailable;
+import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.SqlConnection;
 import java.util.List;
+import java.util.function.Function;
 
 /**
  * One database Rollcall serves: its name, its pool and the namespaces whose runs and queue it
@@ -39,6 +42,15 @@ public final class Database {
       throw new DatabaseUnavailable(name, why);
     }
     return pool;
+  }
+
+  /**
+   * {@code work} in a transaction on this database's pool. A database whose schema is not migrated
+   * yet fails the returned {@code Uni} with {@link DatabaseUnavailable}, as a failure to connect
+   * would.
+   */
+  public <T> Uni<T> withTransaction(Function<SqlConnection, Uni<T>> work) {
+    return Uni.createFrom().deferred(() -> pool().withTransaction(work));
   }
 
   /** The pool whether migrated or not: readiness asks it whether the database answers. */

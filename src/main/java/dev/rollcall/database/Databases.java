@@ -4,6 +4,8 @@ import dev.rollcall.config.RollcallConfig;
 import dev.rollcall.error.Problems.UnknownNamespace;
 import io.quarkus.runtime.Startup;
 import io.quarkus.scheduler.Scheduled;
+import io.smallrye.mutiny.Multi;
+import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.core.Vertx;
 import io.vertx.mutiny.pgclient.PgBuilder;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -22,6 +24,7 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.function.Function;
 import java.util.regex.Pattern;
 import org.flywaydb.core.Flyway;
 import org.jboss.logging.Logger;
@@ -186,6 +189,29 @@ public class Databases {
    */
   public List<Database> serving() {
     return byName.values().stream().filter(Database::migrated).toList();
+  }
+
+  /**
+   * {@code job} in each database whose schema is migrated, one after another (the default first);
+   * their answers, in that order. A job that fails fails the whole.
+   */
+  public <T> Uni<List<T>> inTurn(Function<Database, Uni<T>> job) {
+    return Multi.createFrom()
+        .iterable(serving())
+        .onItem()
+        .transformToUniAndConcatenate(db -> job.apply(db))
+        .collect()
+        .asList();
+  }
+
+  /** The lists of each database's answer, as one list ({@link #inTurn}). */
+  public static <T> List<T> flat(List<List<T>> each) {
+    return each.stream().flatMap(List::stream).toList();
+  }
+
+  /** The counts of each database's answer, added up ({@link #inTurn}). */
+  public static int sum(List<Integer> each) {
+    return each.stream().mapToInt(Integer::intValue).sum();
   }
 
   /** The pool of a database whether its schema is migrated or not (readiness asks it). */

@@ -85,14 +85,7 @@ public class FreshStatistics {
 
   /** One look in every database; returns the tables it analyzed. Tests call it directly. */
   public Uni<List<String>> runOnce() {
-    return Multi.createFrom()
-        .iterable(databases.serving())
-        .onItem()
-        .transformToUniAndConcatenate(this::runOnce)
-        .onItem()
-        .transformToIterable(tables -> tables)
-        .collect()
-        .asList();
+    return databases.inTurn(this::runOnce).map(Databases::flat);
   }
 
   /** One look in one database; returns the tables it analyzed there. */

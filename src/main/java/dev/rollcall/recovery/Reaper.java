@@ -93,7 +93,7 @@ public class Reaper {
    * coming back could declare the leases dead that its own first beat was about to renew.)
    */
   public Uni<Pass> tick() {
-    return Pass.sum(databases.serving(), db -> outages.beat(db).chain(() -> runOnce(db)));
+    return Pass.sum(databases, db -> outages.beat(db).chain(() -> runOnce(db)));
   }
 
   /**
@@ -178,12 +178,7 @@ public class Reaper {
    * ({@link #releaseOrphansInTurn}); tests call it directly.
    */
   public Uni<Integer> releaseOrphans() {
-    return Multi.createFrom()
-        .iterable(databases.serving())
-        .onItem()
-        .transformToUniAndConcatenate(this::releaseOrphans)
-        .collect()
-        .with(java.util.stream.Collectors.summingInt(n -> n));
+    return databases.inTurn(this::releaseOrphans).map(Databases::sum);
   }
 
   /** {@link #releaseOrphans()} in the namespaces of one database. */
@@ -243,26 +238,20 @@ public class Reaper {
   public record Pass(int reaped, int lostRaces, int failed) {
 
     /** {@code pass} run in each database one after another, their outcomes added up. */
-    static Uni<Pass> sum(List<Database> dbs, Function<Database, Uni<Pass>> pass) {
-      return Multi.createFrom()
-          .iterable(dbs)
-          .onItem()
-          .transformToUniAndConcatenate(db -> pass.apply(db))
-          .collect()
-          .in(
-              () -> new int[3],
-              (sum, p) -> {
-                sum[0] += p.reaped();
-                sum[1] += p.lostRaces();
-                sum[2] += p.failed();
-              })
-          .map(sum -> new Pass(sum[0], sum[1], sum[2]));
+    static Uni<Pass> sum(Databases dbs, Function<Database, Uni<Pass>> pass) {
+      return dbs.inTurn(pass)
+          .map(
+              passes ->
+                  new Pass(
+                      passes.stream().mapToInt(Pass::reaped).sum(),
+                      passes.stream().mapToInt(Pass::lostRaces).sum(),
+                      passes.stream().mapToInt(Pass::failed).sum()));
     }
   }
 
   /** One pass in every database: tests call it directly instead of waiting for the schedule. */
   public Uni<Pass> runOnce() {
-    return Pass.sum(databases.serving(), this::runOnce);
+    return Pass.sum(databases, this::runOnce);
   }
 
   /** One pass in one database: its expired leases, oldest first. */
@@ -343,31 +332,27 @@ public class Reaper {
       Database db, Proof proof, Function<SqlClient, Uni<Optional<Endings.Dead>>> death) {
     // The death's trace (RecoveryTraces.Death): written only if this replica wins the death.
     RecoveryTraces.Death trace = traces.death(proof.label);
-    return Uni.createFrom()
-        .deferred(
-            () ->
-                db.pool()
-                    .withTransaction(
-                        conn ->
-                            death
-                                .apply(conn)
-                                .call(
-                                    dead ->
-                                        dead.map(
-                                                d ->
-                                                    takeovers.open(
-                                                        conn,
-                                                        new Takeovers.Subject(
-                                                            d.instanceId(),
-                                                            d.namespace(),
-                                                            d.workerIds(),
-                                                            d.leaseExpiredAt()),
-                                                        trace.declared(
-                                                            d.instanceId(),
-                                                            d.namespace(),
-                                                            d.leaseExpiredAt(),
-                                                            d.workerIds())))
-                                            .orElse(Uni.createFrom().nullItem()))))
+    return db.withTransaction(
+            conn ->
+                death
+                    .apply(conn)
+                    .call(
+                        dead ->
+                            dead.map(
+                                    d ->
+                                        takeovers.open(
+                                            conn,
+                                            new Takeovers.Subject(
+                                                d.instanceId(),
+                                                d.namespace(),
+                                                d.workerIds(),
+                                                d.leaseExpiredAt()),
+                                            trace.declared(
+                                                d.instanceId(),
+                                                d.namespace(),
+                                                d.leaseExpiredAt(),
+                                                d.workerIds())))
+                                .orElse(Uni.createFrom().nullItem())))
         // Counted once committed: a death rolled back with its takeover is retried, not counted.
         .invoke(dead -> dead.ifPresent(d -> declared(proof, d)))
         .onItemOrFailure()

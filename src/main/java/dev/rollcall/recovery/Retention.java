@@ -7,15 +7,12 @@ import dev.rollcall.database.Databases;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.quarkus.scheduler.Scheduled;
-import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
 import org.jboss.logging.Logger;
@@ -68,23 +65,13 @@ public class Retention {
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
     // Every database at once, each with its own turn and its own failures.
-    List<Uni<Void>> passes = new ArrayList<>();
-    for (Database db : databases.serving()) {
-      passes.add(Housekeeping.survive(runOnce(db), "retention pass in " + db));
-    }
-    return passes.isEmpty()
-        ? Uni.createFrom().voidItem()
-        : Uni.join().all(passes).andCollectFailures().replaceWithVoid();
+    return Housekeeping.inEach(databases, this::runOnce, "retention pass");
   }
 
   /** One pass in each database where this replica wins the lease. Tests call it directly. */
   public Uni<Pass> runOnce() {
-    return Multi.createFrom()
-        .iterable(databases.serving())
-        .onItem()
-        .transformToUniAndConcatenate(this::runOnce)
-        .collect()
-        .asList()
+    return databases
+        .inTurn(this::runOnce)
         .map(passes -> passes.stream().reduce(Pass::and).orElse(new Pass(false, Map.of(), true)));
   }
 

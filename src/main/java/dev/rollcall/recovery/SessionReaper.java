@@ -151,7 +151,7 @@ public class SessionReaper {
    * the schedule.
    */
   public Uni<Reaper.Pass> runOnce(Rules rules) {
-    return Reaper.Pass.sum(databases.serving(), db -> runOnce(db, rules, check -> {}));
+    return Reaper.Pass.sum(databases, db -> runOnce(db, rules, check -> {}));
   }
 
   private Uni<Reaper.Pass> runOnce(Database db, Rules rules, Consumer<SessionLiveness.Check> seen) {

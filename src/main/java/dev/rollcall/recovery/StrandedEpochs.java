@@ -55,14 +55,7 @@ public class StrandedEpochs {
    * has none); returns the epochs it closed. Tests call it directly.
    */
   public Uni<List<Long>> runOnce() {
-    return Multi.createFrom()
-        .iterable(databases.serving())
-        .onItem()
-        .transformToUniAndConcatenate(this::runOnce)
-        .onItem()
-        .transformToIterable(closed -> closed)
-        .collect()
-        .asList();
+    return databases.inTurn(this::runOnce).map(Databases::flat);
   }
 
   /** {@link #runOnce()} over the namespaces of one database. */

@@ -12,7 +12,6 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
@@ -55,15 +54,7 @@ public class Sweeper {
       every = Intervals.SWEEP_SCHEDULE,
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    // Every database at once, each surviving its own failure: one that does not answer holds up
-    // no other's sweeps beyond this pass.
-    List<Uni<Void>> passes = new ArrayList<>();
-    for (Database db : databases.serving()) {
-      passes.add(Housekeeping.survive(runOnce(db), "sweep pass in " + db));
-    }
-    return passes.isEmpty()
-        ? Uni.createFrom().voidItem()
-        : Uni.join().all(passes).andCollectFailures().replaceWithVoid();
+    return Housekeeping.inEach(databases, this::runOnce, "sweep pass");
   }
 
   /**
@@ -71,14 +62,7 @@ public class Sweeper {
    * directly.
    */
   public Uni<List<Epoch>> runOnce() {
-    return Multi.createFrom()
-        .iterable(databases.serving())
-        .onItem()
-        .transformToUniAndConcatenate(this::runOnce)
-        .onItem()
-        .transformToIterable(opened -> opened)
-        .collect()
-        .asList();
+    return databases.inTurn(this::runOnce).map(Databases::flat);
   }
 
   /** One pass over the namespaces of one database; returns the sweeps it opened. */

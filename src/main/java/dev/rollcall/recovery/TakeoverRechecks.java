@@ -82,12 +82,7 @@ class TakeoverRechecks {
    * claim holds is that claim's to settle); returns how many runs were handed out.
    */
   public Uni<Integer> runOnce() {
-    return Multi.createFrom()
-        .iterable(databases.serving())
-        .onItem()
-        .transformToUniAndConcatenate(this::runOnce)
-        .collect()
-        .with(java.util.stream.Collectors.summingInt(n -> n));
+    return databases.inTurn(this::runOnce).map(Databases::sum);
   }
 
   /** {@link #runOnce()} in one database. */

@@ -229,8 +229,7 @@ public class Heartbeats {
     return traces.traced(
         RecoveryTraces.HEARTBEAT_FLUSH,
         span ->
-            Uni.createFrom()
-                .deferred(() -> db.pool().withTransaction(conn -> renew(conn, flushed)))
+            db.withTransaction(conn -> renew(conn, flushed))
                 .onFailure(Heartbeats::deadlocked)
                 .retry()
                 .atMost(2)

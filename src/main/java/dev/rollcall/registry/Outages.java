@@ -92,39 +92,29 @@ public class Outages {
   public <T> Uni<BeatAnd<T>> beat(Database db, Function<SqlClient, Uni<T>> after) {
     long outageMs = outageAfter().toMillis();
     long ttlMs = config.leaseTtl().toMillis();
-    return Uni.createFrom()
-        .deferred(
-            () ->
-                db.pool()
-                    .withTransaction(
-                        conn ->
-                            conn.preparedQuery(
-                                    "SELECT (extract(epoch FROM now() - beat_at) * 1000)::bigint AS gap_ms"
-                                        + " FROM rollcall.coordinator_beat FOR UPDATE")
-                                .execute()
-                                .chain(
-                                    rows -> {
-                                      long gap =
-                                          rows.size() == 0
-                                              ? 0
-                                              : rows.iterator().next().getLong("gap_ms");
-                                      Uni<Long> renewed =
-                                          gap <= outageMs
-                                              ? Uni.createFrom().item(0L)
-                                              : leases.renewLapsedInOutage(conn, ttlMs, gap);
-                                      return renewed.chain(
-                                          n ->
-                                              conn.preparedQuery(
-                                                      "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now())"
-                                                          + " ON CONFLICT (one) DO UPDATE SET beat_at = now()")
-                                                  .execute()
-                                                  .replaceWith(new Beat(gap, n)));
-                                    })
-                                .chain(
-                                    beat ->
-                                        after
-                                            .apply(conn)
-                                            .map(found -> new BeatAnd<>(beat, found)))))
+    return db.withTransaction(
+            conn ->
+                conn.preparedQuery(
+                        "SELECT (extract(epoch FROM now() - beat_at) * 1000)::bigint AS gap_ms"
+                            + " FROM rollcall.coordinator_beat FOR UPDATE")
+                    .execute()
+                    .chain(
+                        rows -> {
+                          long gap =
+                              rows.size() == 0 ? 0 : rows.iterator().next().getLong("gap_ms");
+                          Uni<Long> renewed =
+                              gap <= outageMs
+                                  ? Uni.createFrom().item(0L)
+                                  : leases.renewLapsedInOutage(conn, ttlMs, gap);
+                          return renewed.chain(
+                              n ->
+                                  conn.preparedQuery(
+                                          "INSERT INTO rollcall.coordinator_beat (beat_at) VALUES (now())"
+                                              + " ON CONFLICT (one) DO UPDATE SET beat_at = now()")
+                                      .execute()
+                                      .replaceWith(new Beat(gap, n)));
+                        })
+                    .chain(beat -> after.apply(conn).map(found -> new BeatAnd<>(beat, found))))
         .invoke(done -> report(db, done.beat()))
         .invoke(() -> beaten.add(db.name()));
   }

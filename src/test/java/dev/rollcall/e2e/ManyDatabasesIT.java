@@ -102,13 +102,9 @@ class ManyDatabasesIT {
           }
           long stoppedAt = System.currentTimeMillis();
           pgB.stop();
-          Round ra2 = ca.round(1);
-          ra2.stop(true);
-          List<String> readyWhileDown = services.readiness();
-          ra2.measure(s.deadlineS());
-          whileDown.add(ra2);
-          rows.add(whileDown);
-          failures.addAll(whileDown.violations());
+          List<String> readyWhileDown = new ArrayList<>();
+          Round ra2 = killed(ca, 1, s, () -> readyWhileDown.addAll(services.readiness()));
+          keep(whileDown, ra2, rows, failures);
           printTakeovers("first database, the second down", a, ra2);
           System.out.printf(
               "  service replicas' readiness while the second database was down: %s%n",
@@ -136,12 +132,8 @@ class ManyDatabasesIT {
               new Measurement("second database, kill -9 after its outage", s.deadlineS());
           cb.fillUp(3);
           cb.awaitSessionProofArmed();
-          Round rb2 = cb.round(1);
-          rb2.stop(true);
-          rb2.measure(s.deadlineS());
-          after.add(rb2);
-          rows.add(after);
-          failures.addAll(after.violations());
+          Round rb2 = killed(cb, 1, s, () -> {});
+          keep(after, rb2, rows, failures);
           printTakeovers("second database, after its outage", b, rb2);
           System.out.printf(
               "  outages counted by the service replicas: %s%n",
@@ -155,6 +147,27 @@ class ManyDatabasesIT {
     System.out.printf("%n%s%n", Measurement.table(rows));
     System.out.printf("load average at the end: %s%n", Latencies.loadAverage());
     assertEquals(List.of(), failures, "invariants broken (see the output above)");
+  }
+
+  /**
+   * A round of {@code cluster} whose busiest replica is killed with SIGKILL, {@code meanwhile} run
+   * right after the kill, then measured.
+   */
+  private static Round killed(Cluster cluster, int n, Settings s, Runnable meanwhile)
+      throws InterruptedException {
+    Round round = cluster.round(n);
+    round.stop(true);
+    meanwhile.run();
+    round.measure(s.deadlineS());
+    return round;
+  }
+
+  /** The round's figures into {@code m}, kept with the rows of the table, and what it broke. */
+  private static void keep(
+      Measurement m, Round round, List<Measurement> rows, List<String> failures) {
+    m.add(round);
+    rows.add(m);
+    failures.addAll(m.violations());
   }
 
   /** The takeover of the round's stopped replica, in its own database: its proof and timings. */
