@@ -89,15 +89,15 @@ class ArchitectureTest {
 
   static {
     USES.put("api", List.of("admin", "recovery", "registry", "tracing", "config", "error"));
-    USES.put("admin", List.of("model", "registry", "source", "config", "error"));
-    USES.put("health", List.of("source"));
+    USES.put("admin", List.of("model", "registry", "source", "database", "config", "error"));
+    USES.put("health", List.of("source", "database"));
     USES.put(
         "recovery",
         List.of(
             "registry",
             "source",
             "queue",
-            "model",
+            "database",
             "metrics",
             "concurrency",
             "sql",
@@ -106,11 +106,14 @@ class ArchitectureTest {
             "error"));
     // The registry learns an instance's queue workers through its namespace's source.
     USES.put(
-        "registry", List.of("source", "queue", "metrics", "sql", "tracing", "config", "error"));
-    USES.put("source", List.of("queue", "sql", "config", "error"));
+        "registry",
+        List.of("source", "queue", "database", "metrics", "sql", "tracing", "config", "error"));
+    USES.put("source", List.of("queue", "database", "sql", "config", "error"));
     USES.put("queue", List.of("sql"));
     // The per-namespace series start at zero for every configured namespace's source.
-    USES.put("metrics", List.of("source"));
+    USES.put("metrics", List.of("source", "database"));
+    // Which database serves each namespace, its pool and its migrations.
+    USES.put("database", List.of("config", "error"));
     for (String leaf :
         List.of("model", "concurrency", "sql", "tracing", "config", "error", "demo")) {
       USES.put(leaf, List.of());
@@ -220,6 +223,8 @@ class ArchitectureTest {
             ROOT + ".health..",
             // Read-only: the state gauges count epochs and instances.
             ROOT + ".metrics..",
+            // Opens each database's pool; runs no statement of its own.
+            ROOT + ".database..",
             // The problem mapper's failures (resourcesKnowOnlyTheSqlClientsFailures).
             ROOT + ".api..")
         .should()
@@ -233,10 +238,6 @@ class ArchitectureTest {
     noClasses()
         .that()
         .resideOutsideOfPackages(ROOT + ".model..", ROOT + ".admin..")
-        // The one exception: an operator's switch of a namespace's boot recovery is simple CRUD of
-        // its settings row, through the settings' repository in a transaction of its own.
-        .and()
-        .doNotHaveFullyQualifiedName(ROOT + ".recovery.OperatorActions")
         .should()
         .dependOnClassesThat()
         .resideInAnyPackage(ORM)
@@ -269,6 +270,7 @@ class ArchitectureTest {
           table("epoch_counts").writtenBy("recovery.Ledger"),
           table("epoch_wake_jobs").writtenBy("source.WakeJobs"),
           table("housekeeping").writtenBy("recovery.Housekeeping"),
+          table("namespace_settings").writtenBy("recovery.BootPasses"),
           table("ownership").writtenBy("registry.Ownership"),
           table("ownership_messages").writtenBy("registry.Ownership"),
           table("queue_workers").writtenBy("queue.GraphileQueue"));

@@ -13,6 +13,7 @@ import dev.rollcall.admin.AdminViews.Page;
 import dev.rollcall.admin.AdminViews.RunCounts;
 import dev.rollcall.admin.AdminViews.RunLedger;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Databases;
 import dev.rollcall.error.Problems.NotFound;
 import dev.rollcall.model.Batch;
 import dev.rollcall.model.BatchRepository;
@@ -52,6 +53,7 @@ public class AdminService {
   private final NamespaceSettingsRepository settings;
   private final RunSources sources;
   private final RollcallConfig config;
+  private final Databases databases;
 
   AdminService(
       InstanceRepository instances,
@@ -59,7 +61,9 @@ public class AdminService {
       BatchRepository batches,
       NamespaceSettingsRepository settings,
       RunSources sources,
-      RollcallConfig config) {
+      RollcallConfig config,
+      Databases databases) {
+    this.databases = databases;
     this.instances = instances;
     this.epochs = epochs;
     this.batches = batches;
@@ -68,11 +72,15 @@ public class AdminService {
     this.config = config;
   }
 
-  /** Every configured namespace with its instances and epochs. */
+  /**
+   * Every namespace of the default database with its instances and epochs: the admin API reads the
+   * default datasource (its read models are mapped there), so the namespaces of other databases are
+   * not listed here (docs/operations.md, "Many databases").
+   */
   @WithSession
   public Uni<Page<NamespaceView>> namespaces() {
     return Multi.createFrom()
-        .iterable(new TreeMap<>(config.namespaces()).keySet())
+        .iterable(databases.primary().namespaces())
         .onItem()
         .transformToUniAndConcatenate(this::namespace)
         .collect()

@@ -89,7 +89,7 @@ public class RecoveryResource {
             span ->
                 claims
                     .claim(caller, maxRuns, Duration.ofMillis(waitMs), idle)
-                    .chain(result -> passTraces.handedOut(result, span)),
+                    .chain(result -> passTraces.handedOut(caller.namespace(), result, span)),
             RecoveryResource::describe)
         .map(RecoveryResource::view);
   }

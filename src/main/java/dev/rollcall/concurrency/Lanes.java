@@ -11,7 +11,7 @@ import java.util.function.Supplier;
  * runs or waits. Recovery queues the claims of one service replica here for an epoch's lock, so
  * that at most one pooled connection per epoch waits on the database's row lock.
  */
-public final class Lanes {
+public final class Lanes<K> {
 
   /** A key's gate and the work of that key that entered it and has not ended (guarded by Lanes). */
   private static final class Lane {
@@ -19,10 +19,10 @@ public final class Lanes {
     int entered;
   }
 
-  private final Map<Long, Lane> lanes = new HashMap<>();
+  private final Map<K, Lane> lanes = new HashMap<>();
 
   /** Runs the work when every earlier work on this key has finished. */
-  public <T> Uni<T> run(long key, Supplier<Uni<? extends T>> work) {
+  public <T> Uni<T> run(K key, Supplier<Uni<? extends T>> work) {
     return Uni.createFrom()
         .deferred(
             () ->
@@ -39,12 +39,12 @@ public final class Lanes {
   }
 
   /** True when no work of this key is running or waiting (a glance: it may change at once). */
-  public synchronized boolean idle(long key) {
+  public synchronized boolean idle(K key) {
     return !lanes.containsKey(key);
   }
 
   /** Work of this key waiting behind the work running now (a glance: it may change at once). */
-  public int queued(long key) {
+  public int queued(K key) {
     Lane lane;
     synchronized (this) {
       lane = lanes.get(key);
@@ -53,14 +53,14 @@ public final class Lanes {
   }
 
   /** The key's lane, opened when no work of the key runs or waits, with one more work in it. */
-  private synchronized Lane enter(long key) {
+  private synchronized Lane enter(K key) {
     Lane lane = lanes.computeIfAbsent(key, k -> new Lane());
     lane.entered++;
     return lane;
   }
 
   /** One work of the key ended; the last one closes the lane. */
-  private synchronized void leave(long key) {
+  private synchronized void leave(K key) {
     Lane lane = lanes.get(key);
     if (--lane.entered == 0) {
       lanes.remove(key);

@@ -115,6 +115,14 @@ public interface RollcallConfig {
   Map<String, NamespaceConfig> namespaces();
 
   /**
+   * Databases besides the default datasource ({@code quarkus.datasource.*}), by name: a namespace
+   * whose runs and queue live in one of them names it ({@code database}). Rollcall opens their
+   * pools itself, migrates its schema in each at startup and runs every lease, lock and deadline of
+   * their namespaces on their own clock. {@code default} names the default datasource.
+   */
+  Map<String, DatabaseConfig> databases();
+
+  /**
    * Liveness settings. An instance whose client holds its session lock is declared dead once the
    * lock is seen missing for {@code loss-confirm}; the lease covers what a session cannot see.
    */
@@ -275,6 +283,33 @@ public interface RollcallConfig {
 
     /** Where this namespace's runs are read from. */
     SourceConfig source();
+
+    /**
+     * The database of this namespace's runs and queue: a name under {@code rollcall.databases};
+     * unset (or {@code default}), the default datasource.
+     */
+    Optional<String> database();
+  }
+
+  /** One database besides the default datasource. */
+  interface DatabaseConfig {
+    /**
+     * Where it is, as a reactive URL: {@code postgresql://host:5432/name} (user, password and
+     * options may be in the URL, as with {@code quarkus.datasource.reactive.url}).
+     */
+    String url();
+
+    /** The user, unless the URL names one. */
+    Optional<String> username();
+
+    /** The password, unless the URL holds one. */
+    Optional<String> password();
+
+    /**
+     * The most connections Rollcall opens to it, as {@code quarkus.datasource.reactive.max-size}.
+     */
+    @WithDefault("20")
+    int maxSize();
   }
 
   /** Where a namespace's runs live. */

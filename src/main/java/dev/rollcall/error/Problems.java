@@ -119,6 +119,21 @@ public final class Problems {
     }
   }
 
+  /**
+   * The database of a namespace cannot serve it now: unreachable when the service started, so its
+   * schema is not migrated yet (the migration is retried until it succeeds).
+   */
+  public static final class DatabaseUnavailable extends DomainException {
+    public DatabaseUnavailable(String database, String why) {
+      super("database '" + database + "' is unavailable: " + why, Map.of("database", database));
+    }
+
+    @Override
+    public ProblemType type() {
+      return ProblemType.DATABASE_UNAVAILABLE;
+    }
+  }
+
   /** A request that contradicts the current state (a pass already open, an instance not live). */
   public static final class Conflict extends DomainException {
     public Conflict(String detail) {

@@ -1,11 +1,12 @@
 package dev.rollcall.health;
 
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
 import dev.rollcall.source.WorldPostgresSource;
 import io.smallrye.health.api.AsyncHealthCheck;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,30 +16,47 @@ import org.eclipse.microprofile.health.HealthCheckResponse;
 import org.eclipse.microprofile.health.HealthCheckResponseBuilder;
 import org.eclipse.microprofile.health.Readiness;
 
-/** Ready only when every namespace's run source can be read, column by column. */
+/**
+ * Ready only when every namespace's run source can be read, column by column, in each database that
+ * answers: a source whose database does not answer is reported so and degrades its namespace alone
+ * ({@link DatabaseStates}).
+ */
 @Readiness
 @ApplicationScoped
 public class SourcesReadiness implements AsyncHealthCheck {
 
-  private final Pool pool;
+  private final Databases databases;
   private final RunSources sources;
 
-  SourcesReadiness(Pool pool, RunSources sources) {
-    this.pool = pool;
+  SourcesReadiness(Databases databases, RunSources sources) {
+    this.databases = databases;
     this.sources = sources;
   }
 
+  /**
+   * One source's probe: null when readable, else what is wrong, and whether its database answered.
+   */
+  private record Probe(String namespace, String failure, boolean answered) {}
+
   @Override
   public Uni<HealthCheckResponse> call() {
-    List<Uni<String>> probes = new ArrayList<>();
+    List<Uni<Probe>> probes = new ArrayList<>();
     for (RunSource source : sources.all()) {
+      Database db = databases.of(source.namespace());
       probes.add(
-          source
-              .probe(pool)
-              .map(ok -> (String) null)
+          Uni.createFrom()
+              .deferred(() -> source.probe(Databases.probePool(db)))
+              .map(ok -> new Probe(source.namespace(), null, true))
               .onFailure()
               .recoverWithItem(
-                  e -> source.namespace() + ": " + source.describe() + ": " + e.getMessage()));
+                  e ->
+                      new Probe(
+                          source.namespace(),
+                          (DatabaseStates.answered(e) ? "" : "database '" + db.name() + "': ")
+                              + source.describe()
+                              + ": "
+                              + e.getMessage(),
+                          DatabaseStates.answered(e))));
     }
     if (probes.isEmpty()) {
       return Uni.createFrom()
@@ -49,22 +67,27 @@ public class SourcesReadiness implements AsyncHealthCheck {
         .all(probes)
         .andCollectFailures()
         .chain(
-            failures ->
+            found ->
                 ambiguities()
                     .map(
                         warnings -> {
                           HealthCheckResponseBuilder b =
                               HealthCheckResponse.named("rollcall-sources")
                                   .withData("namespaces", sources.all().size());
-                          boolean up = true;
-                          int i = 0;
-                          for (RunSource source : sources.all()) {
-                            String failure = failures.get(i++);
-                            b.withData(source.namespace(), failure == null ? "readable" : failure);
-                            up &= failure == null;
+                          List<DatabaseStates.State> states = new ArrayList<>();
+                          for (Probe p : found) {
+                            b.withData(
+                                p.namespace(), p.failure() == null ? "readable" : p.failure());
+                            String db = databases.of(p.namespace()).name();
+                            states.add(
+                                p.failure() == null
+                                    ? DatabaseStates.State.fine(db)
+                                    : p.answered()
+                                        ? DatabaseStates.State.wrong(db, p.failure())
+                                        : DatabaseStates.State.unreachable(db));
                           }
                           warnings.forEach((ns, w) -> b.withData(ns + ".warning", w));
-                          return b.status(up).build();
+                          return b.status(DatabaseStates.ready(states)).build();
                         }));
   }
 
@@ -84,11 +107,14 @@ public class SourcesReadiness implements AsyncHealthCheck {
     List<Uni<Void>> checks = new ArrayList<>();
     for (WorldPostgresSource a : engines) {
       for (WorldPostgresSource b : engines) {
-        if (a == b || !a.schema().equals(b.schema())) {
+        if (a == b
+            || !a.schema().equals(b.schema())
+            || databases.of(a.namespace()) != databases.of(b.namespace())) {
           continue;
         }
         checks.add(
-            a.runsFiltered(pool)
+            Uni.createFrom()
+                .deferred(() -> a.runsFiltered(Databases.probePool(databases.of(a.namespace()))))
                 .onFailure()
                 .recoverWithItem(false)
                 .invoke(

@@ -1,16 +1,20 @@
 package dev.rollcall.metrics;
 
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.scheduler.Scheduled;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
+import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jboss.logging.Logger;
 
@@ -29,19 +33,21 @@ public class StateGauges {
 
   private static final Logger LOG = Logger.getLogger(StateGauges.class);
 
-  private final Pool pool;
+  private final Databases databases;
   private final MeterRegistry registry;
   private final Map<String, Published> values = new ConcurrentHashMap<>();
   private final Counter failures;
-  private final AtomicBoolean failing = new AtomicBoolean();
 
-  private record Published(AtomicLong value, Meter.Id id) {}
+  /** The databases whose last refresh failed (their gauges withdrawn). */
+  private final Set<String> failing = ConcurrentHashMap.newKeySet();
+
+  private record Published(String namespace, AtomicLong value, Meter.Id id) {}
 
   /** The age of the oldest open epoch of a kind, in whole seconds by the database's clock. */
   private static final String OLDEST = "rollcall.epochs.oldest.age";
 
-  StateGauges(Pool pool, MeterRegistry registry) {
-    this.pool = pool;
+  StateGauges(Databases databases, MeterRegistry registry) {
+    this.databases = databases;
     this.registry = registry;
     this.failures = registry.counter("rollcall.state.gauge.failures");
   }
@@ -54,18 +60,38 @@ public class StateGauges {
     return refresh().onFailure().recoverWithNull();
   }
 
-  /** Reads the state and publishes it; on failure withdraws the gauges and fails. */
+  /**
+   * Reads the state of every database and publishes it; a database whose read fails has its gauges
+   * withdrawn (the others' stay), and the refresh fails once all have been tried.
+   */
   public Uni<Void> refresh() {
-    return pool.query(
-            "SELECT 'epochs' AS metric, namespace, kind, count(*) AS n,"
-                + " extract(epoch FROM now() - min(created_at))::bigint AS age"
-                + " FROM rollcall.epochs WHERE state = 'open' GROUP BY namespace, kind"
-                + " UNION ALL SELECT 'live', namespace, '', count(*), NULL FROM rollcall.instances"
-                + " WHERE rollcall.is_live(state, lease_expires_at) GROUP BY namespace")
-        .execute()
+    List<Uni<Void>> each = new ArrayList<>();
+    for (Database db : databases.all()) {
+      each.add(refresh(db));
+    }
+    return Uni.join().all(each).andCollectFailures().replaceWithVoid();
+  }
+
+  private Uni<Void> refresh(Database db) {
+    Set<String> namespaces = Set.copyOf(db.namespaces());
+    return Uni.createFrom()
+        .deferred(
+            () ->
+                db.pool()
+                    .preparedQuery(
+                        "SELECT 'epochs' AS metric, namespace, kind, count(*) AS n,"
+                            + " extract(epoch FROM now() - min(created_at))::bigint AS age"
+                            + " FROM rollcall.epochs WHERE state = 'open'"
+                            + " AND namespace = ANY($1::text[]) GROUP BY namespace, kind"
+                            + " UNION ALL SELECT 'live', namespace, '', count(*), NULL"
+                            + " FROM rollcall.instances WHERE namespace = ANY($1::text[])"
+                            + " AND rollcall.is_live(state, lease_expires_at) GROUP BY namespace")
+                    .execute(Tuple.of(db.namespaceArray())))
         .invoke(
             rows -> {
-              values.values().forEach(v -> v.value().set(0));
+              values.values().stream()
+                  .filter(v -> namespaces.contains(v.namespace()))
+                  .forEach(v -> v.value().set(0));
               rows.forEach(
                   r -> {
                     if ("epochs".equals(r.getString("metric"))) {
@@ -79,8 +105,8 @@ public class StateGauges {
                           .set(r.getLong("n"));
                     }
                   });
-              if (failing.compareAndSet(true, false)) {
-                LOG.info("state gauges refreshed again");
+              if (failing.remove(db.name())) {
+                LOG.infof("state gauges of %s refreshed again", db);
               }
             })
         .onFailure()
@@ -88,12 +114,21 @@ public class StateGauges {
             e -> {
               failures.increment();
               // Stale values would read as the truth: withdraw them until a refresh succeeds.
-              values.values().forEach(v -> registry.remove(v.id()));
-              values.clear();
-              if (failing.compareAndSet(false, true)) {
-                LOG.warnf("state gauges withdrawn, their refresh failed: %s", e.toString());
+              values
+                  .entrySet()
+                  .removeIf(
+                      entry -> {
+                        boolean its = namespaces.contains(entry.getValue().namespace());
+                        if (its) {
+                          registry.remove(entry.getValue().id());
+                        }
+                        return its;
+                      });
+              if (failing.add(db.name())) {
+                LOG.warnf(
+                    "state gauges of %s withdrawn, their refresh failed: %s", db, e.toString());
               } else {
-                LOG.debugf("state gauges still not refreshed: %s", e.toString());
+                LOG.debugf("state gauges of %s still not refreshed: %s", db, e.toString());
               }
             })
         .replaceWithVoid();
@@ -115,7 +150,7 @@ public class StateGauges {
               } else if (kind != null) {
                 b.tag("kind", kind).tag("state", "open");
               }
-              return new Published(value, b.register(registry).getId());
+              return new Published(namespace, value, b.register(registry).getId());
             })
         .value();
   }

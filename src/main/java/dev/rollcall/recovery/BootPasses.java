@@ -4,7 +4,6 @@ import dev.rollcall.concurrency.Gate;
 import dev.rollcall.registry.InstanceGuards;
 import dev.rollcall.source.RunSource;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -19,18 +18,31 @@ class BootPasses {
 
   private static final Logger LOG = Logger.getLogger(BootPasses.class);
 
-  private final Pool pool;
   private final Gate gate;
   private final InstanceGuards guards;
   private final Epochs epochs;
   private final StrandedEpochs stranded;
 
-  BootPasses(Pool pool, Gate gate, InstanceGuards guards, Epochs epochs, StrandedEpochs stranded) {
-    this.pool = pool;
+  BootPasses(Gate gate, InstanceGuards guards, Epochs epochs, StrandedEpochs stranded) {
     this.gate = gate;
     this.guards = guards;
     this.epochs = epochs;
     this.stranded = stranded;
+  }
+
+  /**
+   * Sets a namespace's boot-recovery switch, creating its row on first use. One statement (an
+   * upsert, stamped with the database's clock), so that operators switching at once on any service
+   * replica never collide on the first row; the last one wins.
+   */
+  Uni<Void> setSwitch(SqlClient client, String namespace, boolean on) {
+    return client
+        .preparedQuery(
+            "INSERT INTO rollcall.namespace_settings (namespace, boot_recovery, updated_at)"
+                + " VALUES ($1, $2, now()) ON CONFLICT (namespace) DO UPDATE"
+                + " SET boot_recovery = excluded.boot_recovery, updated_at = excluded.updated_at")
+        .execute(Tuple.of(namespace, on))
+        .replaceWithVoid();
   }
 
   /**
@@ -55,25 +67,27 @@ class BootPasses {
     RunSource source = claim.source();
     return gate.run(
             () ->
-                pool.withTransaction(
-                    conn ->
-                        guards
-                            .requireLive(conn, claim.instanceId())
-                            .chain(() -> claim.fromSource(source.snapshot(conn)))
-                            .chain(
-                                snapshot ->
-                                    epochs.createBoot(
-                                        conn,
-                                        claim.namespace(),
-                                        claim.caller().deploymentId(),
-                                        snapshot,
-                                        claim.instanceId()))
-                            .call(
-                                created ->
-                                    created.isPresent()
-                                        ? epochs.prepare(conn, source, created.get())
-                                        : Uni.createFrom().voidItem())))
-        .invoke(created -> created.ifPresent(id -> closeSupersededLater(claim.namespace(), id)))
+                claim
+                    .pool()
+                    .withTransaction(
+                        conn ->
+                            guards
+                                .requireLive(conn, claim.instanceId())
+                                .chain(() -> claim.fromSource(source.snapshot(conn)))
+                                .chain(
+                                    snapshot ->
+                                        epochs.createBoot(
+                                            conn,
+                                            claim.namespace(),
+                                            claim.caller().deploymentId(),
+                                            snapshot,
+                                            claim.instanceId()))
+                                .call(
+                                    created ->
+                                        created.isPresent()
+                                            ? epochs.prepare(conn, source, created.get())
+                                            : Uni.createFrom().voidItem())))
+        .invoke(created -> created.ifPresent(id -> closeSupersededLater(claim, id)))
         .replaceWithVoid();
   }
 
@@ -84,8 +98,10 @@ class BootPasses {
    * of it added to the creator's claim when it waited). The new pass serves meanwhile; the periodic
    * check closes what this could not.
    */
-  private void closeSupersededLater(String namespace, long created) {
-    gate.runAhead(() -> pool.withTransaction(conn -> stranded.closeSuperseded(conn, namespace)))
+  private void closeSupersededLater(ClaimContext claim, long created) {
+    String namespace = claim.namespace();
+    gate.runAhead(
+            () -> claim.pool().withTransaction(conn -> stranded.closeSuperseded(conn, namespace)))
         .subscribe()
         .with(
             ignored -> {},

@@ -1,10 +1,12 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.database.Database;
 import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems.SourceUnavailable;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.source.RunSource;
 import io.smallrye.mutiny.Uni;
+import io.vertx.mutiny.sqlclient.Pool;
 import java.util.UUID;
 
 /**
@@ -12,7 +14,12 @@ import java.util.UUID;
  * source, and its limits: the most runs it may be handed ({@code maxRuns}, also the size of a page
  * it cuts), and how long what it is handed is leased to it ({@code leaseMs}).
  */
-record ClaimContext(Caller caller, RunSource source, int maxRuns, long leaseMs) {
+record ClaimContext(Caller caller, RunSource source, Database db, int maxRuns, long leaseMs) {
+
+  /** The pool of the namespace's database: every transaction of the claim runs on it. */
+  Pool pool() {
+    return db.pool();
+  }
 
   UUID instanceId() {
     return caller.instanceId();

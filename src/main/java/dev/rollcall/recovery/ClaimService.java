@@ -2,12 +2,12 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.concurrency.Gate;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Databases;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.source.RunSources;
 import io.quarkus.runtime.Startup;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.time.Duration;
 import java.util.Optional;
@@ -48,7 +48,7 @@ import java.util.stream.Collectors;
 @Startup
 public class ClaimService {
 
-  private final Pool pool;
+  private final Databases databases;
   private final Gate gate;
   private final RunSources sources;
   private final RollcallConfig config;
@@ -65,7 +65,7 @@ public class ClaimService {
   private final ConcurrentHashMap<String, LookUnderWay> looks = new ConcurrentHashMap<>();
 
   ClaimService(
-      Pool pool,
+      Databases databases,
       Gate gate,
       RunSources sources,
       RollcallConfig config,
@@ -77,7 +77,7 @@ public class ClaimService {
       BootPasses boots,
       EpochLocks locks,
       RangeClassification classification) {
-    this.pool = pool;
+    this.databases = databases;
     this.gate = gate;
     this.sources = sources;
     this.config = config;
@@ -134,8 +134,8 @@ public class ClaimService {
   }
 
   /** Claims of this replica queued behind the one holding (or taking) an epoch's lock; a glance. */
-  int queuedForLock(long epochId) {
-    return locks.queued(epochId);
+  int queuedForLock(String namespace, long epochId) {
+    return locks.queued(namespace, epochId);
   }
 
   private Uni<ClaimResult> held(
@@ -256,12 +256,16 @@ public class ClaimService {
   private Uni<Optional<ClaimResult>> inTransactions(Caller caller, int maxRuns) {
     ClaimContext claim =
         new ClaimContext(
-            caller, sources.get(caller.namespace()), maxRuns, config.batch().lease().toMillis());
+            caller,
+            sources.get(caller.namespace()),
+            databases.of(caller.namespace()),
+            maxRuns,
+            config.batch().lease().toMillis());
     // Each transaction of a claim takes a permit of the gate for as long as it holds a pooled
     // connection, and no longer: a claim waiting for work, or for its turn at an epoch's lock,
     // holds none, so completes and other claims' transactions never queue behind it. Its later
     // transactions (the cut, the classification) go ahead of new claims' first looks.
-    return gate.run(() -> pool.withTransaction(conn -> firstLook.look(conn, claim)))
+    return gate.run(() -> claim.pool().withTransaction(conn -> firstLook.look(conn, claim)))
         .chain(
             plan ->
                 plan.isEmpty()
@@ -291,8 +295,10 @@ public class ClaimService {
           // to hand out in that range (or it was lost): empty, and the next round.
           return gate.runAhead(
                   () ->
-                      pool.withTransaction(
-                          conn -> classification.classify(conn, claim, served.range().get())))
+                      claim
+                          .pool()
+                          .withTransaction(
+                              conn -> classification.classify(conn, claim, served.range().get())))
               .map(batch -> batch.<ClaimResult>map(ClaimResult.Batch::new));
         });
   }

@@ -25,7 +25,8 @@ final class ClosedEpochs {
 
   static final int REMEMBERED = 4096;
 
-  private final Map<Long, Boolean> ids = bounded();
+  /** Closed epochs, by {@link #epoch}: an epoch's id is its database's, so the key names both. */
+  private final Map<String, Boolean> ids = bounded();
 
   /** Each deploy's closed boot epoch, by namespace and deploy. */
   private final Map<String, Long> boots = bounded();
@@ -40,13 +41,13 @@ final class ClosedEpochs {
   }
 
   /** The epoch's row, read under its lock, says it is closed. */
-  synchronized void add(long epochId) {
-    ids.put(epochId, Boolean.TRUE);
+  synchronized void add(String namespace, long epochId) {
+    ids.put(epoch(namespace, epochId), Boolean.TRUE);
   }
 
   /** True when the epoch is known closed; false when it is open or not known here. */
-  synchronized boolean contains(long epochId) {
-    return ids.containsKey(epochId);
+  synchronized boolean contains(String namespace, long epochId) {
+    return ids.containsKey(epoch(namespace, epochId));
   }
 
   /** The deploy's boot epoch, read from its row, is closed. */
@@ -63,6 +64,14 @@ final class ClosedEpochs {
   /** The deploy's boot epoch {@code epochId} is gone (deleted by retention): forget it. */
   synchronized void forgetBoot(String namespace, String deploymentId, long epochId) {
     boots.remove(deploy(namespace, deploymentId), epochId);
+  }
+
+  /**
+   * An epoch's key in memory, by namespace and id: each database numbers its own epochs, and a
+   * namespace lives in one database.
+   */
+  static String epoch(String namespace, long epochId) {
+    return namespace + '\n' + epochId;
   }
 
   /** A deploy's key in memory, by namespace and deploy (also the key of ClaimService's looks). */

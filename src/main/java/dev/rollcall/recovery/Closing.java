@@ -36,7 +36,7 @@ class Closing {
         .invoke(
             closed -> {
               if (closed) {
-                evidence.forgetOnceCommitted(conn, epoch.id());
+                evidence.forgetOnceCommitted(conn, epoch.namespace(), epoch.id());
               }
             })
         .chain(

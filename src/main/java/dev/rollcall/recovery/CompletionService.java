@@ -2,6 +2,7 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.concurrency.Gate;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Databases;
 import dev.rollcall.error.Problems.BatchNotFound;
 import dev.rollcall.error.Problems.Forbidden;
 import dev.rollcall.error.Problems.InvalidRequest;
@@ -31,7 +32,7 @@ public class CompletionService {
 
   private static final Logger LOG = Logger.getLogger(CompletionService.class);
 
-  private final Pool pool;
+  private final Databases databases;
   private final Epochs epochs;
   private final Batches batches;
   private final RollcallConfig config;
@@ -42,7 +43,7 @@ public class CompletionService {
   private final InstanceGuards guards;
 
   CompletionService(
-      Pool pool,
+      Databases databases,
       Epochs epochs,
       Batches batches,
       RollcallConfig config,
@@ -53,7 +54,7 @@ public class CompletionService {
     this.guards = guards;
     this.gate = gate;
     this.evidence = evidence;
-    this.pool = pool;
+    this.databases = databases;
     this.epochs = epochs;
     this.batches = batches;
     this.config = config;
@@ -91,6 +92,8 @@ public class CompletionService {
    * not lost; a boot epoch's waiting claimers also close it when they look again.
    */
   private Uni<Completion> decide(Caller caller, long batchId, int fence, Set<String> failedIds) {
+    // Batch ids are the caller's database's: the batch is looked for there alone.
+    Pool pool = databases.of(caller.namespace()).pool();
     return pool.withTransaction(
             conn ->
                 guards
@@ -116,7 +119,7 @@ public class CompletionService {
         .call(
             decided ->
                 decided.scanDone()
-                    ? closeIfFinished(decided.epochId())
+                    ? closeIfFinished(pool, caller.namespace(), decided.epochId())
                     : Uni.createFrom().voidItem())
         .map(Decided::completion);
   }
@@ -247,12 +250,14 @@ public class CompletionService {
    * transaction that the complete's answer does not wait for: a client learns its pass is over from
    * that answer too.
    */
-  private Uni<Void> closeIfFinished(long epochId) {
+  private Uni<Void> closeIfFinished(Pool pool, String namespace, long epochId) {
     return pool.withTransaction(conn -> epochs.finished(conn, epochId))
-        .chain(finished -> finished ? lockAndClose(epochId) : Uni.createFrom().voidItem());
+        .chain(
+            finished ->
+                finished ? lockAndClose(pool, namespace, epochId) : Uni.createFrom().voidItem());
   }
 
-  private Uni<Void> lockAndClose(long epochId) {
+  private Uni<Void> lockAndClose(Pool pool, String namespace, long epochId) {
     return pool.withTransaction(
             conn ->
                 epochs
@@ -265,7 +270,7 @@ public class CompletionService {
         .invoke(
             closed -> {
               if (closed) {
-                evidence.forgetLater(epochId);
+                evidence.forgetLater(namespace, epochId);
               }
             })
         .replaceWithVoid();

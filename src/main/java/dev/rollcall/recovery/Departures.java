@@ -1,6 +1,7 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Databases;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.Endings;
 import dev.rollcall.registry.Endings.Departure;
@@ -21,7 +22,7 @@ import java.util.Optional;
 @ApplicationScoped
 public class Departures {
 
-  private final Pool pool;
+  private final Databases databases;
   private final Endings instances;
   private final InstanceGuards guards;
   private final Ownership ownership;
@@ -30,7 +31,7 @@ public class Departures {
   private final RollcallConfig config;
 
   Departures(
-      Pool pool,
+      Databases databases,
       Endings instances,
       InstanceGuards guards,
       Ownership ownership,
@@ -39,7 +40,7 @@ public class Departures {
       RollcallConfig config) {
     this.config = config;
     this.heartbeats = heartbeats;
-    this.pool = pool;
+    this.databases = databases;
     this.instances = instances;
     this.guards = guards;
     this.ownership = ownership;
@@ -55,52 +56,60 @@ public class Departures {
    */
   public Uni<Void> exiting(Caller caller, Optional<List<InFlight>> lastInFlight) {
     long graceMs = config.departureGrace().toMillis();
-    return pool.withTransaction(
-        conn ->
-            heartbeats
-                .shortenLease(conn, caller.instanceId(), graceMs)
-                .chain(
-                    shortened -> {
-                      if (!shortened) {
-                        return guards.<Void>notLive(conn, caller.instanceId());
-                      }
-                      return lastInFlight
-                          .map(set -> ownership.replace(conn, caller, set))
-                          .orElse(Uni.createFrom().voidItem());
-                    }));
+    return pool(caller)
+        .withTransaction(
+            conn ->
+                heartbeats
+                    .shortenLease(conn, caller.instanceId(), graceMs)
+                    .chain(
+                        shortened -> {
+                          if (!shortened) {
+                            return guards.<Void>notLive(conn, caller.instanceId());
+                          }
+                          return lastInFlight
+                              .map(set -> ownership.replace(conn, caller, set))
+                              .orElse(Uni.createFrom().voidItem());
+                        }));
   }
 
   /** Leaves; {@code lastInFlight}, when given, replaces the reported in-flight set first. */
   public Uni<Void> leave(Caller caller, Optional<List<InFlight>> lastInFlight) {
-    return pool.withTransaction(
-        conn ->
-            Uni.createFrom()
-                .voidItem()
-                .chain(
-                    () ->
-                        instances
-                            .markLeft(conn, caller)
-                            .chain(
-                                departure -> {
-                                  if (departure == Departure.ALREADY_LEFT) {
-                                    return Uni.createFrom().voidItem();
-                                  }
-                                  Uni<Void> reported =
-                                      lastInFlight
-                                          .map(set -> ownership.replace(conn, caller, set))
-                                          .orElse(Uni.createFrom().voidItem());
-                                  return reported
-                                      .chain(() -> instances.workerIds(conn, caller.instanceId()))
-                                      .chain(
-                                          workers ->
-                                              takeovers.open(
-                                                  conn,
-                                                  new Takeovers.Subject(
-                                                      caller.instanceId(),
-                                                      caller.namespace(),
-                                                      workers,
-                                                      null)))
-                                      .replaceWithVoid();
-                                })));
+    return pool(caller)
+        .withTransaction(
+            conn ->
+                Uni.createFrom()
+                    .voidItem()
+                    .chain(
+                        () ->
+                            instances
+                                .markLeft(conn, caller)
+                                .chain(
+                                    departure -> {
+                                      if (departure == Departure.ALREADY_LEFT) {
+                                        return Uni.createFrom().voidItem();
+                                      }
+                                      Uni<Void> reported =
+                                          lastInFlight
+                                              .map(set -> ownership.replace(conn, caller, set))
+                                              .orElse(Uni.createFrom().voidItem());
+                                      return reported
+                                          .chain(
+                                              () -> instances.workerIds(conn, caller.instanceId()))
+                                          .chain(
+                                              workers ->
+                                                  takeovers.open(
+                                                      conn,
+                                                      new Takeovers.Subject(
+                                                          caller.instanceId(),
+                                                          caller.namespace(),
+                                                          workers,
+                                                          null)))
+                                          .replaceWithVoid();
+                                    })));
+  }
+
+  /** The caller's database's pool: its instance row, runs and queue are there. */
+  private Pool pool(Caller caller) {
+    return databases.of(caller.namespace()).pool();
   }
 }

@@ -7,7 +7,6 @@ import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.registry.InstanceGuards;
 import dev.rollcall.source.ScannedRun;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
@@ -22,8 +21,9 @@ import java.util.OptionalLong;
 @ApplicationScoped
 class EpochLocks {
 
-  private final Lanes lanes = new Lanes();
-  private final Pool pool;
+  /** Each epoch's lane, by namespace and id ({@link ClosedEpochs#epoch}): ids are per database. */
+  private final Lanes<String> lanes = new Lanes<>();
+
   private final Gate gate;
   private final InstanceGuards guards;
   private final Epochs epochs;
@@ -35,7 +35,6 @@ class EpochLocks {
   private final RecoveryMetrics metrics;
 
   EpochLocks(
-      Pool pool,
       Gate gate,
       InstanceGuards guards,
       Epochs epochs,
@@ -45,7 +44,6 @@ class EpochLocks {
       Cuts cuts,
       RollcallConfig config,
       RecoveryMetrics metrics) {
-    this.pool = pool;
     this.gate = gate;
     this.guards = guards;
     this.epochs = epochs;
@@ -58,13 +56,13 @@ class EpochLocks {
   }
 
   /** No claim of this replica holds or waits for the epoch's lock. */
-  boolean idle(long epochId) {
-    return lanes.idle(epochId);
+  boolean idle(String namespace, long epochId) {
+    return lanes.idle(ClosedEpochs.epoch(namespace, epochId));
   }
 
   /** Claims of this replica queued behind the one holding (or taking) an epoch's lock. */
-  int queued(long epochId) {
-    return lanes.queued(epochId);
+  int queued(String namespace, long epochId) {
+    return lanes.queued(ClosedEpochs.epoch(namespace, epochId));
   }
 
   /**
@@ -82,17 +80,19 @@ class EpochLocks {
         !epoch.open()
             ? Uni.createFrom().item(Served.nothing())
             : lanes.run(
-                epoch.id(),
+                ClosedEpochs.epoch(claim.namespace(), epoch.id()),
                 () ->
                     // A claim ahead in the lane found the epoch closed: nothing to lock it for.
-                    closedEpochs.contains(epoch.id())
+                    closedEpochs.contains(claim.namespace(), epoch.id())
                         ? Uni.createFrom()
                             .item(Served.nothing())
                             .invoke(() -> metrics.epochLock(claim.namespace(), "skipped"))
                         : gate.runAhead(
                             () ->
-                                pool.withTransaction(
-                                    conn -> lockAndStep(conn, claim, epoch, ahead))));
+                                claim
+                                    .pool()
+                                    .withTransaction(
+                                        conn -> lockAndStep(conn, claim, epoch, ahead))));
     return here.chain(
         served ->
             served.found()
@@ -147,7 +147,7 @@ class EpochLocks {
    */
   private void rememberIfClosed(Epoch locked) {
     if (!locked.open()) {
-      closedEpochs.add(locked.id());
+      closedEpochs.add(locked.namespace(), locked.id());
     }
   }
 

@@ -217,7 +217,7 @@ class FirstLook {
    */
   private Uni<Plan> lockIfFree(SqlClient conn, ClaimContext claim, Walk walk) {
     long epochId = walk.epoch().id();
-    if (!locks.idle(epochId)) {
+    if (!locks.idle(claim.namespace(), epochId)) {
       return Uni.createFrom().item(Plan.from(walk));
     }
     // No page is read ahead here: claims of this replica in their first look race for the lock

@@ -1,5 +1,7 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -67,10 +69,10 @@ public class FreshStatistics {
    */
   static final String ANY_STALE = "EXISTS (SELECT 1 FROM (" + TABLES + ") t WHERE " + STALE + ")";
 
-  private final Pool pool;
+  private final Databases databases;
 
-  FreshStatistics(Pool pool) {
-    this.pool = pool;
+  FreshStatistics(Databases databases) {
+    this.databases = databases;
   }
 
   /**
@@ -81,8 +83,14 @@ public class FreshStatistics {
     return liveRows >= MIN_ROWS && (analyzedRows < 0 || liveRows > GROWTH * analyzedRows);
   }
 
-  /** One look; returns the tables it analyzed. Tests call it directly. */
+  /** One look in every database; returns the tables it analyzed. Tests call it directly. */
   public Uni<List<String>> runOnce() {
+    return databases.inTurn(this::runOnce).map(Databases::flat);
+  }
+
+  /** One look in one database; returns the tables it analyzed there. */
+  public Uni<List<String>> runOnce(Database db) {
+    Pool pool = db.pool();
     return pool.query(TABLES)
         .execute()
         .map(

@@ -1,8 +1,13 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Function;
 import org.jboss.logging.Logger;
 
 /**
@@ -26,6 +31,20 @@ final class Housekeeping {
         .onFailure()
         .recoverWithNull()
         .replaceWithVoid();
+  }
+
+  /**
+   * A scheduled pass in every migrated database at once, each surviving its own failure ({@link
+   * #survive}): one database that does not answer holds up no other's pass beyond this one.
+   */
+  static Uni<Void> inEach(Databases databases, Function<Database, Uni<?>> pass, String what) {
+    List<Uni<Void>> passes = new ArrayList<>();
+    for (Database db : databases.serving()) {
+      passes.add(survive(pass.apply(db), what + " in " + db));
+    }
+    return passes.isEmpty()
+        ? Uni.createFrom().voidItem()
+        : Uni.join().all(passes).andCollectFailures().replaceWithVoid();
   }
 
   /**

@@ -1,14 +1,14 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.error.Problems.Conflict;
 import dev.rollcall.error.Problems.NotFound;
-import dev.rollcall.model.NamespaceSettingsRepository;
 import dev.rollcall.registry.Endings;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
-import io.quarkus.hibernate.reactive.panache.common.WithTransaction;
+import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -25,54 +25,58 @@ public class OperatorActions {
 
   private static final Logger LOG = Logger.getLogger(OperatorActions.class);
 
-  private final Pool pool;
+  private final Databases databases;
   private final RunSources sources;
   private final Takeovers takeovers;
   private final Epochs epochs;
-  private final NamespaceSettingsRepository settings;
+  private final BootPasses boots;
   private final Endings endings;
 
   OperatorActions(
-      Pool pool,
+      Databases databases,
       RunSources sources,
       Takeovers takeovers,
       Epochs epochs,
-      NamespaceSettingsRepository settings,
+      BootPasses boots,
       Endings endings) {
     this.endings = endings;
-    this.pool = pool;
+    this.databases = databases;
     this.sources = sources;
     this.takeovers = takeovers;
     this.epochs = epochs;
-    this.settings = settings;
+    this.boots = boots;
   }
 
   /**
    * Closes any open epoch now ({@code close_reason = closed-by-operator}): its outstanding batches
    * are given up and nothing more is handed out in it. {@code 404} for an unknown epoch, {@code
-   * 409} for one already closed.
+   * 409} for one already closed. An epoch of the default database: the admin API's epochs are its.
    */
   public Uni<Long> close(long epochId) {
-    return pool.withTransaction(
-        conn ->
-            epochs
-                .close(conn, epochId, "closed-by-operator")
-                .chain(
-                    closed -> {
-                      if (closed) {
-                        LOG.infof("epoch %d closed by an operator", epochId);
-                        return Uni.createFrom().item(epochId);
-                      }
-                      return conn.preparedQuery("SELECT state FROM rollcall.epochs WHERE id = $1")
-                          .execute(Tuple.of(epochId))
-                          .map(
-                              rows -> {
-                                if (rows.size() == 0) {
-                                  throw new NotFound("epoch " + epochId);
-                                }
-                                throw new Conflict("epoch " + epochId + " is already closed");
-                              });
-                    }));
+    return databases
+        .primary()
+        .pool()
+        .withTransaction(
+            conn ->
+                epochs
+                    .close(conn, epochId, "closed-by-operator")
+                    .chain(
+                        closed -> {
+                          if (closed) {
+                            LOG.infof("epoch %d closed by an operator", epochId);
+                            return Uni.createFrom().item(epochId);
+                          }
+                          return conn.preparedQuery(
+                                  "SELECT state FROM rollcall.epochs WHERE id = $1")
+                              .execute(Tuple.of(epochId))
+                              .map(
+                                  rows -> {
+                                    if (rows.size() == 0) {
+                                      throw new NotFound("epoch " + epochId);
+                                    }
+                                    throw new Conflict("epoch " + epochId + " is already closed");
+                                  });
+                        }));
   }
 
   /**
@@ -81,46 +85,74 @@ public class OperatorActions {
    */
   public Uni<Long> startManual(String namespace) {
     RunSource source = sources.get(namespace);
-    return pool.withTransaction(
-        conn ->
-            conn.preparedQuery("SELECT pg_advisory_xact_lock(hashtext('rollcall.manual.' || $1))")
-                .execute(Tuple.of(namespace))
-                .chain(() -> source.snapshot(conn))
-                // The manual-pass lock, taken before the snapshot, serialises opening with
-                // the check that none is open.
-                .chain(snapshot -> epochs.openManual(conn, namespace, snapshot))
-                .chain(
-                    opened -> {
-                      if (opened.isEmpty()) {
-                        throw new Conflict(
-                            "a manual pass of namespace '" + namespace + "' is already open");
-                      }
-                      long id = opened.get();
-                      LOG.infof("epoch %d opened: manual pass of namespace %s", id, namespace);
-                      return epochs.prepare(conn, source, id).replaceWith(id);
-                    }));
+    return databases
+        .of(namespace)
+        .pool()
+        .withTransaction(
+            conn ->
+                conn.preparedQuery(
+                        "SELECT pg_advisory_xact_lock(hashtext('rollcall.manual.' || $1))")
+                    .execute(Tuple.of(namespace))
+                    .chain(() -> source.snapshot(conn))
+                    // The manual-pass lock, taken before the snapshot, serialises opening with
+                    // the check that none is open.
+                    .chain(snapshot -> epochs.openManual(conn, namespace, snapshot))
+                    .chain(
+                        opened -> {
+                          if (opened.isEmpty()) {
+                            throw new Conflict(
+                                "a manual pass of namespace '" + namespace + "' is already open");
+                          }
+                          long id = opened.get();
+                          LOG.infof("epoch %d opened: manual pass of namespace %s", id, namespace);
+                          return epochs.prepare(conn, source, id).replaceWith(id);
+                        }));
   }
 
-  /** Declares a live instance dead now and opens its takeover; returns the takeover epoch. */
+  /**
+   * Declares a live instance dead now and opens its takeover; returns the takeover epoch. The
+   * instance is looked for in every database (its id is unique in all of them).
+   */
   public Uni<Optional<Long>> evict(UUID instanceId) {
-    return pool.withTransaction(
-        conn ->
-            endings
-                .declareDead(conn, instanceId, Endings.EVICTED)
-                .chain(
-                    dead -> {
-                      if (dead.isEmpty()) {
-                        return explainNotEvicted(conn, instanceId);
-                      }
-                      Endings.Dead d = dead.get();
-                      LOG.infof("instance %s evicted by an operator", instanceId);
-                      return takeovers
-                          .open(
-                              conn,
-                              new Takeovers.Subject(
-                                  instanceId, d.namespace(), d.workerIds(), d.leaseExpiredAt()))
-                          .map(opened -> opened.map(Takeovers.Opened::epochId));
-                    }));
+    return Multi.createFrom()
+        .iterable(databases.serving())
+        .onItem()
+        .transformToUniAndConcatenate(
+            db ->
+                db.pool()
+                    .preparedQuery("SELECT 1 FROM rollcall.instances WHERE id = $1")
+                    .execute(Tuple.of(instanceId))
+                    .map(rows -> rows.size() > 0 ? db : null))
+        .filter(java.util.Objects::nonNull)
+        .collect()
+        .first()
+        .chain(
+            db ->
+                db == null
+                    ? Uni.createFrom().failure(new NotFound("instance " + instanceId))
+                    : evict(db, instanceId));
+  }
+
+  private Uni<Optional<Long>> evict(Database db, UUID instanceId) {
+    return db.pool()
+        .withTransaction(
+            conn ->
+                endings
+                    .declareDead(conn, instanceId, Endings.EVICTED)
+                    .chain(
+                        dead -> {
+                          if (dead.isEmpty()) {
+                            return explainNotEvicted(conn, instanceId);
+                          }
+                          Endings.Dead d = dead.get();
+                          LOG.infof("instance %s evicted by an operator", instanceId);
+                          return takeovers
+                              .open(
+                                  conn,
+                                  new Takeovers.Subject(
+                                      instanceId, d.namespace(), d.workerIds(), d.leaseExpiredAt()))
+                              .map(opened -> opened.map(Takeovers.Opened::epochId));
+                        }));
   }
 
   private Uni<Optional<Long>> explainNotEvicted(SqlClient conn, UUID instanceId) {
@@ -141,14 +173,13 @@ public class OperatorActions {
   }
 
   /**
-   * Switches boot recovery of a namespace; while off, boot claims answer {@code done}. Written
-   * through the namespace's settings entity (the claims read the switch with their own SQL).
+   * Switches boot recovery of a namespace, in its database; while off, boot claims answer {@code
+   * done} ({@link BootPasses#setSwitch}).
    */
-  @WithTransaction
   public Uni<Boolean> setBootRecovery(String namespace, boolean on) {
     sources.get(namespace);
-    return settings
-        .setBootRecovery(namespace, on)
+    return Uni.createFrom()
+        .deferred(() -> boots.setSwitch(databases.of(namespace).pool(), namespace, on))
         .replaceWith(on)
         .invoke(
             v ->

@@ -1,8 +1,8 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.database.Databases;
 import dev.rollcall.source.WakeJobs;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.SqlConnection;
 import io.vertx.mutiny.sqlclient.Transaction;
@@ -22,15 +22,24 @@ class PassEvidence {
 
   private static final Logger LOG = Logger.getLogger(PassEvidence.class);
 
-  private final Pool pool;
+  private final Databases databases;
 
-  PassEvidence(Pool pool) {
-    this.pool = pool;
+  PassEvidence(Databases databases) {
+    this.databases = databases;
   }
 
-  /** The pass's close has committed: its evidence goes now, without the caller waiting. */
-  void forgetLater(long epochId) {
-    pool.withTransaction(conn -> WakeJobs.forget(conn, epochId))
+  /**
+   * The close of pass {@code epochId} of {@code namespace} has committed: its evidence goes now, in
+   * the namespace's database, without the caller waiting.
+   */
+  void forgetLater(String namespace, long epochId) {
+    Uni.createFrom()
+        .deferred(
+            () ->
+                databases
+                    .of(namespace)
+                    .pool()
+                    .withTransaction(conn -> WakeJobs.forget(conn, epochId)))
         .subscribe()
         .with(
             ignored -> {},
@@ -44,10 +53,10 @@ class PassEvidence {
    * The pass was closed in the transaction {@code conn} is in: its evidence goes once that
    * transaction commits, and stays if it rolls back.
    */
-  void forgetOnceCommitted(SqlClient conn, long epochId) {
+  void forgetOnceCommitted(SqlClient conn, String namespace, long epochId) {
     Transaction tx = conn instanceof SqlConnection c ? c.transaction() : null;
     // Outside a transaction the close committed with its statement.
     Uni<Void> committed = tx == null ? Uni.createFrom().voidItem() : tx.completion();
-    committed.subscribe().with(ignored -> forgetLater(epochId), rolledBack -> {});
+    committed.subscribe().with(ignored -> forgetLater(namespace, epochId), rolledBack -> {});
   }
 }

@@ -1,10 +1,10 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.database.Databases;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.registry.Caller;
 import dev.rollcall.registry.InstanceGuards;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -17,12 +17,12 @@ import java.util.Optional;
 @ApplicationScoped
 class PassOver {
 
-  private final Pool pool;
+  private final Databases databases;
   private final ClosedEpochs closedEpochs;
   private final RecoveryMetrics metrics;
 
-  PassOver(Pool pool, ClosedEpochs closedEpochs, RecoveryMetrics metrics) {
-    this.pool = pool;
+  PassOver(Databases databases, ClosedEpochs closedEpochs, RecoveryMetrics metrics) {
+    this.databases = databases;
     this.closedEpochs = closedEpochs;
     this.metrics = metrics;
   }
@@ -43,8 +43,14 @@ class PassOver {
    * ({@link ClaimService}); the instance learns it was fenced at its next heartbeat or claim.
    */
   Uni<Optional<ClaimResult>> answer(Caller caller, long bootEpochId) {
-    return pool.preparedQuery(PASS_OVER)
-        .execute(Tuple.of(caller.instanceId(), caller.namespace(), bootEpochId))
+    return Uni.createFrom()
+        .deferred(
+            () ->
+                databases
+                    .of(caller.namespace())
+                    .pool()
+                    .preparedQuery(PASS_OVER)
+                    .execute(Tuple.of(caller.instanceId(), caller.namespace(), bootEpochId)))
         .map(
             rows -> {
               if (rows.size() == 0) {

@@ -1,11 +1,11 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.database.Databases;
 import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.registry.BoundedMap;
 import dev.rollcall.tracing.RecoveryTraces;
 import io.opentelemetry.api.trace.Span;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -23,25 +23,29 @@ public class PassTraces {
   /** Passes whose trace context this replica remembers; a pass's context never changes. */
   private static final int REMEMBERED = 1024;
 
-  private final Pool pool;
+  private final Databases databases;
   private final RecoveryTraces traces;
-  private final BoundedMap<Long, Optional<String>> traceParents = new BoundedMap<>(REMEMBERED);
 
-  PassTraces(Pool pool, RecoveryTraces traces) {
-    this.pool = pool;
+  /** By namespace and epoch id ({@link ClosedEpochs#epoch}): ids are per database. */
+  private final BoundedMap<String, Optional<String>> traceParents = new BoundedMap<>(REMEMBERED);
+
+  PassTraces(Databases databases, RecoveryTraces traces) {
+    this.databases = databases;
     this.traces = traces;
   }
 
   /**
    * Writes the hand-out of {@code result}'s batch, if it is one, into its pass's trace, linked to
-   * {@code claim} (the claim's own span); answers {@code result} unchanged.
+   * {@code claim} (the claim's own span), a claim of an instance of {@code namespace}; answers
+   * {@code result} unchanged.
    */
-  public Uni<ClaimResult> handedOut(ClaimResult result, Span claim) {
+  public Uni<ClaimResult> handedOut(String namespace, ClaimResult result, Span claim) {
     if (!(result instanceof ClaimResult.Batch b) || !claim.getSpanContext().isValid()) {
       return Uni.createFrom().item(result);
     }
     LeasedBatch batch = b.batch();
-    return traceParent(batch.epochId())
+    return Uni.createFrom()
+        .deferred(() -> traceParent(databases.of(namespace).pool(), namespace, batch.epochId()))
         .invoke(traceParent -> traces.handedOut(traceParent.orElse(null), handOut(batch), claim))
         .replaceWith(result);
   }
@@ -64,7 +68,7 @@ public class PassTraces {
    * held so.
    */
   public Uni<Void> rechecked(SqlClient client, Epoch epoch, int rechecked, List<Verdict> found) {
-    return traceParent(client, epoch.id())
+    return traceParent(client, epoch.namespace(), epoch.id())
         .invoke(
             traceParent ->
                 traces.rechecked(
@@ -80,12 +84,9 @@ public class PassTraces {
         .replaceWithVoid();
   }
 
-  private Uni<Optional<String>> traceParent(long epochId) {
-    return traceParent(pool, epochId);
-  }
-
-  private Uni<Optional<String>> traceParent(SqlClient client, long epochId) {
-    Optional<String> known = traceParents.get(epochId);
+  private Uni<Optional<String>> traceParent(SqlClient client, String namespace, long epochId) {
+    String key = ClosedEpochs.epoch(namespace, epochId);
+    Optional<String> known = traceParents.get(key);
     if (known != null) {
       return Uni.createFrom().item(known);
     }
@@ -97,6 +98,6 @@ public class PassTraces {
                 rows.size() == 0
                     ? Optional.<String>empty()
                     : Optional.ofNullable(rows.iterator().next().getString("trace_parent")))
-        .invoke(found -> traceParents.put(epochId, found));
+        .invoke(found -> traceParents.put(key, found));
   }
 }

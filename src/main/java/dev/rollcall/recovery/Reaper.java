@@ -2,6 +2,8 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.metrics.RecoveryMetrics;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.registry.Endings;
@@ -12,13 +14,15 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BiFunction;
 import java.util.function.Function;
 import org.jboss.logging.Logger;
@@ -48,7 +52,7 @@ public class Reaper {
    */
   static final int AT_ONCE = 4;
 
-  private final Pool pool;
+  private final Databases databases;
   private final Endings instances;
   private final Outages outages;
   private final Takeovers takeovers;
@@ -57,10 +61,10 @@ public class Reaper {
   private final RollcallConfig config;
   private final MeterRegistry meters;
   private final RecoveryTraces traces;
-  private long passes;
+  private final Map<String, AtomicLong> passes = new ConcurrentHashMap<>();
 
   Reaper(
-      Pool pool,
+      Databases databases,
       Endings instances,
       Outages outages,
       Takeovers takeovers,
@@ -70,7 +74,7 @@ public class Reaper {
       MeterRegistry meters,
       RecoveryTraces traces) {
     this.traces = traces;
-    this.pool = pool;
+    this.databases = databases;
     this.instances = instances;
     this.outages = outages;
     this.takeovers = takeovers;
@@ -89,7 +93,7 @@ public class Reaper {
    * coming back could declare the leases dead that its own first beat was about to renew.)
    */
   public Uni<Pass> tick() {
-    return outages.beat().chain(this::runOnce);
+    return Pass.sum(databases, db -> outages.beat(db).chain(() -> runOnce(db)));
   }
 
   /**
@@ -97,14 +101,16 @@ public class Reaper {
    * delays a takeover; runs on every {@link #orphanEvery()}-th tick of the reaper's interval, and
    * not at all while no namespace has a queue (there is no lock to look for).
    */
-  Uni<Void> scheduledOrphans() {
+  Uni<Void> scheduledOrphans(Database db) {
     long every = orphanEvery();
-    if (every == 0 || passes++ % every != 0 || !anyQueue()) {
+    long pass = passes.computeIfAbsent(db.name(), name -> new AtomicLong()).getAndIncrement();
+    if (every == 0 || pass % every != 0 || !anyQueue(db)) {
       return Uni.createFrom().voidItem();
     }
     // A turn that cannot be taken (the database is unreachable, say) is logged, and the next
     // interval tries again. (A namespace whose look fails is logged inside the release.)
-    return Housekeeping.survive(releaseOrphansInTurn(), "the look for orphaned queue locks");
+    return Housekeeping.survive(
+        releaseOrphansInTurn(db), "the look for orphaned queue locks in " + db);
   }
 
   /**
@@ -113,9 +119,14 @@ public class Reaper {
    * won as {@link Housekeeping#takeTurn} says. Empty when another replica holds the turn.
    */
   public Uni<Optional<Integer>> releaseOrphansInTurn() {
+    return releaseOrphansInTurn(databases.primary());
+  }
+
+  /** {@link #releaseOrphansInTurn()} in one database: its own turn, its own namespaces. */
+  public Uni<Optional<Integer>> releaseOrphansInTurn(Database db) {
     long reaperMs = config.reaperIntervalOrDefault().toMillis();
     long turnMs = orphanTurnMs(Math.max(1, orphanEvery()) * reaperMs, reaperMs);
-    return Housekeeping.takeTurn(pool, "orphaned-locks", turnMs)
+    return Housekeeping.takeTurn(db.pool(), "orphaned-locks", turnMs)
         .chain(
             mine -> {
               meters
@@ -123,14 +134,14 @@ public class Reaper {
                       "rollcall.queue.orphan.looks", "turn", mine ? "taken" : "another-replica")
                   .increment();
               return mine
-                  ? releaseOrphans().map(Optional::of)
+                  ? releaseOrphans(db).map(Optional::of)
                   : Uni.createFrom().item(Optional.<Integer>empty());
             });
   }
 
-  /** Whether some namespace's source has a queue, whose locks may be orphaned. */
-  boolean anyQueue() {
-    return sources.all().stream().anyMatch(source -> source.queue().isPresent());
+  /** Whether some namespace of {@code db} has a queue, whose locks may be orphaned. */
+  boolean anyQueue(Database db) {
+    return db.namespaces().stream().anyMatch(ns -> sources.get(ns).queue().isPresent());
   }
 
   /**
@@ -167,13 +178,20 @@ public class Reaper {
    * ({@link #releaseOrphansInTurn}); tests call it directly.
    */
   public Uni<Integer> releaseOrphans() {
+    return databases.inTurn(this::releaseOrphans).map(Databases::sum);
+  }
+
+  /** {@link #releaseOrphans()} in the namespaces of one database. */
+  Uni<Integer> releaseOrphans(Database db) {
     return Multi.createFrom()
-        .iterable(sources.all())
+        .iterable(db.namespaces())
+        .map(sources::get)
         .filter(source -> source.queue().isPresent())
         .onItem()
         .transformToUniAndConcatenate(
             source ->
-                pool.withTransaction(
+                db.pool()
+                    .withTransaction(
                         conn ->
                             source
                                 .queue()
@@ -217,16 +235,36 @@ public class Reaper {
   }
 
   /** The outcome of one pass. */
-  public record Pass(int reaped, int lostRaces, int failed) {}
+  public record Pass(int reaped, int lostRaces, int failed) {
 
-  /** One pass: tests call it directly instead of waiting for the schedule. */
+    /** {@code pass} run in each database one after another, their outcomes added up. */
+    static Uni<Pass> sum(Databases dbs, Function<Database, Uni<Pass>> pass) {
+      return dbs.inTurn(pass)
+          .map(
+              passes ->
+                  new Pass(
+                      passes.stream().mapToInt(Pass::reaped).sum(),
+                      passes.stream().mapToInt(Pass::lostRaces).sum(),
+                      passes.stream().mapToInt(Pass::failed).sum()));
+    }
+  }
+
+  /** One pass in every database: tests call it directly instead of waiting for the schedule. */
   public Uni<Pass> runOnce() {
-    return instances
-        .expired(PER_PASS)
+    return Pass.sum(databases, this::runOnce);
+  }
+
+  /** One pass in one database: its expired leases, oldest first. */
+  public Uni<Pass> runOnce(Database db) {
+    return Uni.createFrom()
+        .deferred(() -> instances.expired(db.pool(), PER_PASS))
         .chain(
             ids ->
                 reapEach(
-                    ids, Proof.LEASE_EXPIRED, (conn, id) -> instances.markDeadIfExpired(conn, id)));
+                    db,
+                    ids,
+                    Proof.LEASE_EXPIRED,
+                    (conn, id) -> instances.markDeadIfExpired(conn, id)));
   }
 
   /**
@@ -235,7 +273,10 @@ public class Reaper {
    * holds up neither the others nor the pass for longer than its own wait.
    */
   Uni<Pass> reapEach(
-      List<UUID> ids, Proof proof, BiFunction<SqlClient, UUID, Uni<Optional<Endings.Dead>>> death) {
+      Database db,
+      List<UUID> ids,
+      Proof proof,
+      BiFunction<SqlClient, UUID, Uni<Optional<Endings.Dead>>> death) {
     AtomicInteger reaped = new AtomicInteger();
     AtomicInteger lost = new AtomicInteger();
     AtomicInteger failed = new AtomicInteger();
@@ -244,7 +285,7 @@ public class Reaper {
         .onItem()
         .transformToUni(
             id ->
-                reap(proof, conn -> death.apply(conn, id))
+                reap(db, proof, conn -> death.apply(conn, id))
                     .invoke(won -> (won ? reaped : lost).incrementAndGet())
                     .onFailure()
                     .invoke(
@@ -260,9 +301,15 @@ public class Reaper {
         .map(ignored -> new Pass(reaped.get(), lost.get(), failed.get()));
   }
 
-  /** Declares one instance dead and opens its takeover; false when another replica won. */
+  /**
+   * Declares one instance of the default database dead and opens its takeover; false when another
+   * replica won.
+   */
   Uni<Boolean> reap(UUID instanceId) {
-    return reap(Proof.LEASE_EXPIRED, conn -> instances.markDeadIfExpired(conn, instanceId));
+    return reap(
+        databases.primary(),
+        Proof.LEASE_EXPIRED,
+        conn -> instances.markDeadIfExpired(conn, instanceId));
   }
 
   /** What a death rested on; also the instance's {@code end_reason}. */
@@ -281,10 +328,11 @@ public class Reaper {
    * Declares one instance dead by {@code death} (a guarded statement: empty when another replica or
    * a heartbeat won) and opens its takeover in the same transaction; counts the death by proof.
    */
-  Uni<Boolean> reap(Proof proof, Function<SqlClient, Uni<Optional<Endings.Dead>>> death) {
+  Uni<Boolean> reap(
+      Database db, Proof proof, Function<SqlClient, Uni<Optional<Endings.Dead>>> death) {
     // The death's trace (RecoveryTraces.Death): written only if this replica wins the death.
     RecoveryTraces.Death trace = traces.death(proof.label);
-    return pool.withTransaction(
+    return db.withTransaction(
             conn ->
                 death
                     .apply(conn)

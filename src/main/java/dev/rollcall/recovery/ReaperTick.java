@@ -2,6 +2,8 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.registry.Endings;
 import dev.rollcall.registry.Outages;
 import dev.rollcall.registry.SessionLiveness;
@@ -12,6 +14,8 @@ import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Singleton;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 
@@ -64,13 +68,22 @@ class ReaperTick {
   private final FreshStatistics statistics;
   private final SessionReaper sessions;
   private final RollcallConfig config;
-  private final AtomicBoolean reaping = new AtomicBoolean();
-  private final AtomicBoolean rechecking = new AtomicBoolean();
-  private final AtomicBoolean closing = new AtomicBoolean();
-  private final AtomicBoolean analyzing = new AtomicBoolean();
-  private final AtomicBoolean orphans = new AtomicBoolean();
+  private final Databases databases;
+  private final Map<String, Flights> flights = new ConcurrentHashMap<>();
 
-  ReaperTick(Outages outages, Reaper reaper, Jobs jobs, SessionReaper sessions) {
+  /** Each job's flight in one database: a slow or unreachable database holds up only its own. */
+  private static final class Flights {
+    final AtomicBoolean tick = new AtomicBoolean();
+    final AtomicBoolean reaping = new AtomicBoolean();
+    final AtomicBoolean rechecking = new AtomicBoolean();
+    final AtomicBoolean closing = new AtomicBoolean();
+    final AtomicBoolean analyzing = new AtomicBoolean();
+    final AtomicBoolean orphans = new AtomicBoolean();
+  }
+
+  ReaperTick(
+      Outages outages, Reaper reaper, Jobs jobs, SessionReaper sessions, Databases databases) {
+    this.databases = databases;
     this.outages = outages;
     this.reaper = reaper;
     this.rechecks = jobs.rechecks;
@@ -108,24 +121,40 @@ class ReaperTick {
       every = Intervals.REAPER_SCHEDULE,
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    launch(orphans, reaper::scheduledOrphans, "the look for orphaned queue locks");
-    return Housekeeping.survive(tick(), "reaper pass");
+    // Each database ticks in a flight of its own: one whose beat hangs (its server unreachable)
+    // delays no other database's beat, look or jobs.
+    for (Database db : databases.serving()) {
+      Flights f = flights(db);
+      launch(f.orphans, () -> reaper.scheduledOrphans(db), "the look for orphaned queue locks");
+      launch(f.tick, () -> tick(db), "reaper pass in " + db);
+    }
+    return Uni.createFrom().voidItem();
+  }
+
+  private Flights flights(Database db) {
+    return flights.computeIfAbsent(db.name(), name -> new Flights());
+  }
+
+  /** A tick of the default database ({@link #tick(Database)}). */
+  Uni<Look> tick() {
+    return tick(databases.primary());
   }
 
   /**
-   * One tick: the beat and its look, then the jobs the look found work for, each started in its
-   * flight (not awaited). Returns the look. Tests call it instead of waiting for the schedule.
+   * One tick in one database: the beat and its look, then the jobs the look found work for, each
+   * started in its flight (not awaited). Returns the look. Tests call it instead of waiting for the
+   * schedule.
    */
-  Uni<Look> tick() {
-    return outages.beat(this::look).map(Outages.BeatAnd::found).invoke(this::start);
+  Uni<Look> tick(Database db) {
+    return outages
+        .beat(db, conn -> look(db, conn))
+        .map(Outages.BeatAnd::found)
+        .invoke(look -> start(db, look));
   }
 
-  Uni<Look> look(SqlClient conn) {
+  Uni<Look> look(Database db, SqlClient conn) {
     return conn.preparedQuery(LOOK)
-        .execute(
-            Tuple.of(
-                config.heartbeatInterval().toMillis(),
-                config.namespaces().keySet().toArray(String[]::new)))
+        .execute(Tuple.of(config.heartbeatInterval().toMillis(), db.namespaceArray()))
         .map(
             rows -> {
               Row r = rows.iterator().next();
@@ -138,20 +167,24 @@ class ReaperTick {
             });
   }
 
-  /** Starts the jobs {@code look} found work for; tells the session checks what it saw. */
-  private void start(Look look) {
-    sessions.looked(look.armed());
+  /**
+   * Starts the jobs {@code look} found work for in {@code db}; tells the session checks what it
+   * saw.
+   */
+  private void start(Database db, Look look) {
+    Flights f = flights(db);
+    sessions.looked(db, look.armed());
     if (look.expired()) {
-      launch(reaping, reaper::runOnce, "reaper pass");
+      launch(f.reaping, () -> reaper.runOnce(db), "reaper pass in " + db);
     }
     if (look.rechecksDue()) {
-      launch(rechecking, rechecks::runOnce, "takeover re-checks");
+      launch(f.rechecking, () -> rechecks.runOnce(db), "takeover re-checks in " + db);
     }
     if (look.openBoot()) {
-      launch(closing, stranded::runOnce, "stranded-epoch check");
+      launch(f.closing, () -> stranded.runOnce(db), "stranded-epoch check in " + db);
     }
     if (look.staleStatistics()) {
-      launch(analyzing, statistics::runOnce, "statistics check");
+      launch(f.analyzing, () -> statistics.runOnce(db), "statistics check in " + db);
     }
   }
 

@@ -2,6 +2,8 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.quarkus.scheduler.Scheduled;
@@ -32,12 +34,12 @@ public class Retention {
 
   private static final Logger LOG = Logger.getLogger(Retention.class);
 
-  private final Pool pool;
+  private final Databases databases;
   private final RollcallConfig config;
   private final MeterRegistry meters;
 
-  Retention(Pool pool, RollcallConfig config, MeterRegistry meters) {
-    this.pool = pool;
+  Retention(Databases databases, RollcallConfig config, MeterRegistry meters) {
+    this.databases = databases;
     this.config = config;
     this.meters = meters;
   }
@@ -48,6 +50,13 @@ public class Retention {
     public long total() {
       return deleted.values().stream().mapToLong(Long::longValue).sum();
     }
+
+    /** Two passes (in two databases) as one: ran if either ran, finished if both did. */
+    Pass and(Pass other) {
+      Map<String, Long> sum = new LinkedHashMap<>(deleted);
+      other.deleted.forEach((table, n) -> sum.merge(table, n, Long::sum));
+      return new Pass(ran || other.ran, sum, finished && other.finished);
+    }
   }
 
   @Scheduled(
@@ -55,12 +64,21 @@ public class Retention {
       every = "${rollcall.retention.interval:1m}",
       concurrentExecution = Scheduled.ConcurrentExecution.SKIP)
   Uni<Void> scheduled() {
-    return Housekeeping.survive(runOnce(), "retention pass");
+    // Every database at once, each with its own turn and its own failures.
+    return Housekeeping.inEach(databases, this::runOnce, "retention pass");
   }
 
-  /** One pass, if this replica wins the lease. Tests call it directly. */
+  /** One pass in each database where this replica wins the lease. Tests call it directly. */
   public Uni<Pass> runOnce() {
+    return databases
+        .inTurn(this::runOnce)
+        .map(passes -> passes.stream().reduce(Pass::and).orElse(new Pass(false, Map.of(), true)));
+  }
+
+  /** One pass in one database, if this replica wins its lease there. */
+  public Uni<Pass> runOnce(Database db) {
     long leaseMs = config.retention().maxPassTime().toMillis() + 60_000;
+    Pool pool = db.pool();
     return Housekeeping.takeTurn(pool, "retention", leaseMs)
         .chain(
             won -> {
@@ -68,7 +86,7 @@ public class Retention {
                 return Uni.createFrom().item(new Pass(false, Map.of(), false));
               }
               Timer.Sample sample = Timer.start(meters);
-              Work work = new Work(config.retention().maxPassTime());
+              Work work = new Work(pool, config.retention().maxPassTime());
               return work.run()
                   .eventually(
                       () -> {
@@ -104,8 +122,10 @@ public class Retention {
     final int chunk = config.retention().chunkSize();
     // The pass's own time budget, not a lease: a local clock is right for "how long have I run".
     final long deadline;
+    final Pool pool;
 
-    Work(Duration budget) {
+    Work(Pool pool, Duration budget) {
+      this.pool = pool;
       this.deadline = System.nanoTime() + budget.toNanos();
     }
 

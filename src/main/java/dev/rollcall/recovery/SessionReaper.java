@@ -2,6 +2,8 @@ package dev.rollcall.recovery;
 
 import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.registry.SessionLiveness;
 import dev.rollcall.registry.SessionLiveness.Rules;
 import io.quarkus.runtime.ShutdownEvent;
@@ -10,6 +12,8 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.core.Vertx;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 
@@ -35,16 +39,29 @@ public class SessionReaper {
   private final Reaper reaper;
   private final RollcallConfig config;
   private final Vertx vertx;
-  private final AtomicBoolean running = new AtomicBoolean();
-  private final Watch watch;
+  private final Databases databases;
+  private final boolean idles;
+  private final Map<String, Watch> watches = new ConcurrentHashMap<>();
+  private final Map<String, AtomicBoolean> running = new ConcurrentHashMap<>();
   private long timer = -1;
 
-  SessionReaper(SessionLiveness sessions, Reaper reaper, RollcallConfig config, Vertx vertx) {
+  SessionReaper(
+      SessionLiveness sessions,
+      Reaper reaper,
+      RollcallConfig config,
+      Vertx vertx,
+      Databases databases) {
     this.vertx = vertx;
     this.sessions = sessions;
     this.reaper = reaper;
     this.config = config;
-    this.watch = new Watch(Intervals.orOff(config.reaperInterval()).isPresent());
+    this.databases = databases;
+    this.idles = Intervals.orOff(config.reaperInterval()).isPresent();
+  }
+
+  /** The watch of one database: each database's locks are armed or not on their own. */
+  private Watch watch(Database db) {
+    return watches.computeIfAbsent(db.name(), name -> new Watch(idles));
   }
 
   /**
@@ -79,9 +96,11 @@ public class SessionReaper {
     }
   }
 
-  /** What the reaper's look found ({@link ReaperTick}): whether some lock is armed. */
-  void looked(boolean armed) {
-    watch.looked(armed);
+  /**
+   * What the reaper's look in {@code db} found ({@link ReaperTick}): whether some lock is armed.
+   */
+  void looked(Database db, boolean armed) {
+    watch(db).looked(armed);
   }
 
   /**
@@ -108,14 +127,18 @@ public class SessionReaper {
    */
   private void tick() {
     long heldRecords = sessions.heldRecords();
-    if (!watch.due(heldRecords) || !running.compareAndSet(false, true)) {
-      return;
+    for (Database db : databases.serving()) {
+      Watch watch = watch(db);
+      AtomicBoolean flight = running.computeIfAbsent(db.name(), name -> new AtomicBoolean());
+      if (!watch.due(heldRecords) || !flight.compareAndSet(false, true)) {
+        continue;
+      }
+      Housekeeping.survive(
+              runOnce(db, Rules.of(config), check -> watch.checked(heldRecords, check.armed())),
+              "session check in " + db)
+          .subscribe()
+          .with(ignored -> flight.set(false), failure -> flight.set(false));
     }
-    Housekeeping.survive(
-            runOnce(Rules.of(config), check -> watch.checked(heldRecords, check.armed())),
-            "session check")
-        .subscribe()
-        .with(ignored -> running.set(false), failure -> running.set(false));
   }
 
   /** One check with the rules in force. */
@@ -123,18 +146,22 @@ public class SessionReaper {
     return runOnce(Rules.of(config));
   }
 
-  /** One check with the given rules: tests call it directly instead of waiting for the schedule. */
+  /**
+   * One check in every database with the given rules: tests call it directly instead of waiting for
+   * the schedule.
+   */
   public Uni<Reaper.Pass> runOnce(Rules rules) {
-    return runOnce(rules, check -> {});
+    return Reaper.Pass.sum(databases, db -> runOnce(db, rules, check -> {}));
   }
 
-  private Uni<Reaper.Pass> runOnce(Rules rules, Consumer<SessionLiveness.Check> seen) {
-    return sessions
-        .check(rules, Reaper.PER_PASS)
+  private Uni<Reaper.Pass> runOnce(Database db, Rules rules, Consumer<SessionLiveness.Check> seen) {
+    return Uni.createFrom()
+        .deferred(() -> sessions.check(db.pool(), rules, Reaper.PER_PASS))
         .invoke(seen)
         .chain(
             check ->
                 reaper.reapEach(
+                    db,
                     check.lost(),
                     Reaper.Proof.SESSION_LOST,
                     (conn, id) -> sessions.markDeadIfSessionLost(conn, id, rules)));

@@ -1,6 +1,8 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -27,12 +29,12 @@ public class StrandedEpochs {
 
   private static final Logger LOG = Logger.getLogger(StrandedEpochs.class);
 
-  private final Pool pool;
+  private final Databases databases;
   private final Epochs epochs;
   private final RollcallConfig config;
 
-  StrandedEpochs(Pool pool, Epochs epochs, RollcallConfig config) {
-    this.pool = pool;
+  StrandedEpochs(Databases databases, Epochs epochs, RollcallConfig config) {
+    this.databases = databases;
     this.epochs = epochs;
     this.config = config;
   }
@@ -53,7 +55,13 @@ public class StrandedEpochs {
    * has none); returns the epochs it closed. Tests call it directly.
    */
   public Uni<List<Long>> runOnce() {
-    return withOpenBoot(pool, config.namespaces().keySet())
+    return databases.inTurn(this::runOnce).map(Databases::flat);
+  }
+
+  /** {@link #runOnce()} over the namespaces of one database. */
+  public Uni<List<Long>> runOnce(Database db) {
+    Pool pool = db.pool();
+    return withOpenBoot(pool, db.namespaces())
         .onItem()
         .transformToMulti(namespaces -> Multi.createFrom().iterable(namespaces))
         .onItem()

@@ -1,12 +1,13 @@
 package dev.rollcall.recovery;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.recovery.Verdict.Disposition;
 import dev.rollcall.source.RunSource;
 import dev.rollcall.source.RunSources;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -39,7 +40,7 @@ class TakeoverRechecks {
           + " WHERE e.kind = 'takeover' AND e.state = 'open'"
           + " AND d.deferred_at <= now() - $1::bigint * interval '1 millisecond'";
 
-  private final Pool pool;
+  private final Databases databases;
   private final Epochs epochs;
   private final Deferrals deferrals;
   private final Classifier classifier;
@@ -52,7 +53,7 @@ class TakeoverRechecks {
   private final SingleHandOut singleHandOut;
 
   TakeoverRechecks(
-      Pool pool,
+      Databases databases,
       Epochs epochs,
       Deferrals deferrals,
       Classifier classifier,
@@ -64,7 +65,7 @@ class TakeoverRechecks {
       PassTraces passTraces,
       SingleHandOut singleHandOut) {
     this.singleHandOut = singleHandOut;
-    this.pool = pool;
+    this.databases = databases;
     this.epochs = epochs;
     this.deferrals = deferrals;
     this.classifier = classifier;
@@ -81,8 +82,17 @@ class TakeoverRechecks {
    * claim holds is that claim's to settle); returns how many runs were handed out.
    */
   public Uni<Integer> runOnce() {
-    return pool.preparedQuery(DUE)
-        .execute(Tuple.of(config.heartbeatInterval().toMillis()))
+    return databases.inTurn(this::runOnce).map(Databases::sum);
+  }
+
+  /** {@link #runOnce()} in one database. */
+  public Uni<Integer> runOnce(Database db) {
+    return Uni.createFrom()
+        .deferred(
+            () ->
+                db.pool()
+                    .preparedQuery(DUE)
+                    .execute(Tuple.of(config.heartbeatInterval().toMillis())))
         .map(
             rows ->
                 StreamSupport.stream(rows.spliterator(), false)
@@ -94,7 +104,7 @@ class TakeoverRechecks {
                     .iterable(ids)
                     .onItem()
                     .transformToUniAndConcatenate(
-                        id -> pool.withTransaction(conn -> settleIfFree(conn, id)))
+                        id -> db.pool().withTransaction(conn -> settleIfFree(conn, id)))
                     .collect()
                     .asList()
                     .map(counts -> counts.stream().mapToInt(Integer::intValue).sum()));

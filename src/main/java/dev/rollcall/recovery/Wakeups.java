@@ -1,5 +1,7 @@
 package dev.rollcall.recovery;
 
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.metrics.RecoveryMetrics;
 import io.quarkus.runtime.ShutdownEvent;
 import io.quarkus.runtime.StartupEvent;
@@ -7,7 +9,6 @@ import io.smallrye.mutiny.Uni;
 import io.vertx.core.json.JsonObject;
 import io.vertx.mutiny.core.Vertx;
 import io.vertx.mutiny.pgclient.PgConnection;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlConnection;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
@@ -17,6 +18,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -46,7 +48,7 @@ public class Wakeups {
 
   static final String CHANNEL = "rollcall_recovery";
 
-  private final Pool pool;
+  private final Databases databases;
   private final Vertx vertx;
   private final RecoveryMetrics metrics;
   private final Map<String, ArrayDeque<Waiter>> waiting = new HashMap<>();
@@ -54,12 +56,13 @@ public class Wakeups {
   /** Namespaces whose held claims are gauged (guarded by this). */
   private final Set<String> gauged = new HashSet<>();
 
-  private volatile SqlConnection listening;
-  private volatile boolean stopped;
-  private volatile CompletableFuture<Void> listeningNow = new CompletableFuture<>();
+  /** One listener per database: each notifies of its own namespaces' passes. */
+  private final Map<String, Listener> listeners = new LinkedHashMap<>();
 
-  Wakeups(Pool pool, Vertx vertx, RecoveryMetrics metrics) {
-    this.pool = pool;
+  private volatile boolean stopped;
+
+  Wakeups(Databases databases, Vertx vertx, RecoveryMetrics metrics) {
+    this.databases = databases;
     this.vertx = vertx;
     this.metrics = metrics;
   }
@@ -109,20 +112,22 @@ public class Wakeups {
   }
 
   void onStart(@Observes StartupEvent start) {
-    listen();
+    for (Database db : databases.all()) {
+      Listener listener = new Listener(db);
+      listeners.put(db.name(), listener);
+      listener.listen();
+    }
   }
 
   void onStop(@Observes ShutdownEvent stop) {
     stopped = true;
-    SqlConnection conn = listening;
-    if (conn != null) {
-      conn.closeAndForget();
-    }
+    listeners.values().forEach(Listener::close);
   }
 
-  /** Completes once this replica listens (tests and benchmarks wait for it). */
+  /** Completes once this replica listens in every database (tests and benchmarks wait for it). */
   public CompletableFuture<Void> listening() {
-    return listeningNow;
+    return CompletableFuture.allOf(
+        listeners.values().stream().map(l -> l.listeningNow).toArray(CompletableFuture[]::new));
   }
 
   /**
@@ -431,37 +436,76 @@ public class Wakeups {
     }
   }
 
-  private void listen() {
-    if (stopped) {
-      return;
+  /**
+   * The listening connection of one database, taken from its pool and kept. When it is lost, every
+   * waiting claim of the database's namespaces is woken (a notice may have been missed) and it
+   * listens again; a database that cannot be reached is tried again every second (its first failure
+   * logged, the others only once it listens again).
+   */
+  private final class Listener {
+    private final Database db;
+    private volatile SqlConnection listening;
+    private volatile CompletableFuture<Void> listeningNow = new CompletableFuture<>();
+    private volatile boolean failing;
+
+    Listener(Database db) {
+      this.db = db;
     }
-    pool.getConnection()
-        .call(conn -> conn.query("LISTEN " + CHANNEL).execute().replaceWith(conn))
-        .subscribe()
-        .with(
-            conn -> {
-              listening = conn;
-              PgConnection pg = PgConnection.cast(conn);
-              pg.notificationHandler(n -> notice(n.getPayload()));
-              pg.closeHandler(
-                  () -> {
-                    listening = null;
-                    listeningNow = new CompletableFuture<>();
-                    if (!stopped) {
-                      LOG.warn("the notice listener's connection closed; listening again");
-                      wakeAll(null);
-                      vertx.setTimer(1000, id -> listen());
-                    }
-                  });
-              listeningNow.complete(null);
-              LOG.debugf("listening on %s", CHANNEL);
-            },
-            e -> {
-              if (!stopped) {
-                LOG.warnf("listening on %s failed, retrying in 1 s: %s", CHANNEL, e.getMessage());
-                wakeAll(null);
-                vertx.setTimer(1000, id -> listen());
-              }
-            });
+
+    void close() {
+      SqlConnection conn = listening;
+      if (conn != null) {
+        conn.closeAndForget();
+      }
+    }
+
+    private void wakeItsNamespaces() {
+      db.namespaces().forEach(Wakeups.this::wakeAll);
+    }
+
+    void listen() {
+      if (stopped) {
+        return;
+      }
+      Uni.createFrom()
+          .deferred(() -> db.pool().getConnection())
+          .call(conn -> conn.query("LISTEN " + CHANNEL).execute().replaceWith(conn))
+          .subscribe()
+          .with(
+              conn -> {
+                listening = conn;
+                PgConnection pg = PgConnection.cast(conn);
+                pg.notificationHandler(n -> notice(n.getPayload()));
+                pg.closeHandler(
+                    () -> {
+                      listening = null;
+                      listeningNow = new CompletableFuture<>();
+                      if (!stopped) {
+                        LOG.warnf(
+                            "the notice listener's connection to %s closed; listening again", db);
+                        wakeItsNamespaces();
+                        vertx.setTimer(1000, id -> listen());
+                      }
+                    });
+                listeningNow.complete(null);
+                if (failing) {
+                  failing = false;
+                  LOG.infof("listening on %s in %s again", CHANNEL, db);
+                }
+                LOG.debugf("listening on %s in %s", CHANNEL, db);
+              },
+              e -> {
+                if (!stopped) {
+                  if (!failing) {
+                    failing = true;
+                    LOG.warnf(
+                        "listening on %s in %s failed, retrying every second: %s",
+                        CHANNEL, db, e.getMessage());
+                  }
+                  wakeItsNamespaces();
+                  vertx.setTimer(1000, id -> listen());
+                }
+              });
+    }
   }
 }

@@ -4,7 +4,6 @@ import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.error.Problems.Unauthorized;
 import dev.rollcall.sql.Liveness;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.RowSet;
 import io.vertx.mutiny.sqlclient.SqlClient;
@@ -28,11 +27,9 @@ public class Endings {
 
   private static final Logger LOG = Logger.getLogger(Endings.class);
 
-  private final Pool pool;
   private final InstanceGuards guards;
 
-  Endings(Pool pool, InstanceGuards guards) {
-    this.pool = pool;
+  Endings(InstanceGuards guards) {
     this.guards = guards;
   }
 
@@ -92,8 +89,9 @@ public class Endings {
       "EXISTS (SELECT 1 FROM rollcall.instances WHERE rollcall.is_expired(state, lease_expires_at))";
 
   /** Live instances whose lease has expired by the database's clock, oldest first. */
-  public Uni<List<UUID>> expired(int limit) {
-    return pool.preparedQuery(
+  public Uni<List<UUID>> expired(SqlClient client, int limit) {
+    return client
+        .preparedQuery(
             "SELECT id FROM rollcall.instances WHERE rollcall.is_expired(state, lease_expires_at)"
                 + " ORDER BY lease_expires_at LIMIT $1")
         .execute(Tuple.of(limit))

@@ -1,6 +1,8 @@
 package dev.rollcall.registry;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.error.DomainException;
 import dev.rollcall.error.Problems.InstanceGone;
 import dev.rollcall.metrics.RecoveryMetrics;
@@ -8,7 +10,6 @@ import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.sql.Liveness;
 import dev.rollcall.tracing.RecoveryTraces;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
@@ -37,21 +38,24 @@ public class Heartbeats {
 
   private static final Logger LOG = Logger.getLogger(Heartbeats.class);
 
-  private final Pool pool;
+  private final Databases databases;
   private final Ownership ownership;
   private final RollcallConfig config;
   private final RecoveryMetrics metrics;
   private final SessionLiveness sessions;
   private final InstanceGuards guards;
   private final WorkerLearning learning;
-  private final Coalescer<Beat, Heartbeat> beats;
+
+  /** One coalescer per database: a flush is one transaction on one database. */
+  private final Map<String, Coalescer<Beat, Heartbeat>> beats = new LinkedHashMap<>();
+
   private final RecoveryTraces traces;
 
   /** The most heartbeats one flush renews. */
   static final int MAX_BEATS_PER_FLUSH = 1000;
 
   Heartbeats(
-      Pool pool,
+      Databases databases,
       Ownership ownership,
       RollcallConfig config,
       RecoveryMetrics metrics,
@@ -60,7 +64,7 @@ public class Heartbeats {
       WorkerLearning workers,
       RecoveryTraces traces) {
     this.traces = traces;
-    this.pool = pool;
+    this.databases = databases;
     this.ownership = ownership;
     this.config = config;
     this.metrics = metrics;
@@ -70,7 +74,12 @@ public class Heartbeats {
     if (config.heartbeatFlushes() < 1) {
       throw new IllegalArgumentException("rollcall.heartbeat-flushes must be at least 1");
     }
-    this.beats = new Coalescer<>(config.heartbeatFlushes(), MAX_BEATS_PER_FLUSH, this::flush);
+    for (Database db : databases.all()) {
+      beats.put(
+          db.name(),
+          new Coalescer<>(
+              config.heartbeatFlushes(), MAX_BEATS_PER_FLUSH, flushed -> flush(db, flushed)));
+    }
   }
 
   /**
@@ -153,7 +162,7 @@ public class Heartbeats {
 
   /** Heartbeats of this replica waiting for a flush now. */
   int heartbeatsWaiting() {
-    return beats.waiting();
+    return beats.values().stream().mapToInt(Coalescer::waiting).sum();
   }
 
   /** One heartbeat waiting for its flush. */
@@ -179,6 +188,7 @@ public class Heartbeats {
       List<String> workerIds) {
     long started = System.nanoTime();
     return beats
+        .get(databases.of(caller.namespace()).name())
         .submit(new Beat(caller, inFlight, session, workerIds))
         .invoke(
             beat ->
@@ -214,12 +224,12 @@ public class Heartbeats {
    * service replicas renewing the same instances in another order, which only a client retrying on
    * another replica causes) is retried.
    */
-  private Uni<List<Coalescer.Outcome<Heartbeat>>> flush(List<Beat> flushed) {
+  private Uni<List<Coalescer.Outcome<Heartbeat>>> flush(Database db, List<Beat> flushed) {
     metrics.heartbeatFlush(flushed.size());
     return traces.traced(
         RecoveryTraces.HEARTBEAT_FLUSH,
         span ->
-            pool.withTransaction(conn -> renew(conn, flushed))
+            db.withTransaction(conn -> renew(conn, flushed))
                 .onFailure(Heartbeats::deadlocked)
                 .retry()
                 .atMost(2)

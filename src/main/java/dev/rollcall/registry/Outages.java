@@ -2,14 +2,19 @@ package dev.rollcall.registry;
 
 import dev.rollcall.config.Intervals;
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.runtime.StartupEvent;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 import org.eclipse.microprofile.health.HealthCheck;
 import org.eclipse.microprofile.health.HealthCheckResponse;
@@ -38,14 +43,14 @@ public class Outages {
   /** A beat, and what the work run in its transaction after it found ({@link #beat(Function)}). */
   public record BeatAnd<T>(Beat beat, T found) {}
 
-  private final Pool pool;
+  private final Databases databases;
   private final RollcallConfig config;
   private final MeterRegistry meters;
   private final Heartbeats leases;
-  private volatile boolean beaten;
+  private final Set<String> beaten = ConcurrentHashMap.newKeySet();
 
-  Outages(Pool pool, RollcallConfig config, MeterRegistry meters, Heartbeats leases) {
-    this.pool = pool;
+  Outages(Databases databases, RollcallConfig config, MeterRegistry meters, Heartbeats leases) {
+    this.databases = databases;
     this.leases = leases;
     this.config = config;
     this.meters = meters;
@@ -67,10 +72,16 @@ public class Outages {
   /**
    * Locks the beat row (one replica decides at a time), renews the live leases when the last beat
    * is older than the outage bound, and beats. One transaction; every time is the database's. No
-   * row (a first beat ever, or one deleted) is no outage.
+   * row (a first beat ever, or one deleted) is no outage. Each database has its own beat: an outage
+   * of one database renews the leases of its instances alone.
    */
+  public Uni<Beat> beat(Database db) {
+    return beat(db, conn -> Uni.createFrom().nullItem()).map(BeatAnd::beat);
+  }
+
+  /** A beat of the default database ({@link #beat(Database)}). */
   public Uni<Beat> beat() {
-    return beat(conn -> Uni.createFrom().nullItem()).map(BeatAnd::beat);
+    return beat(databases.primary());
   }
 
   /**
@@ -78,10 +89,10 @@ public class Outages {
    * renewal) is written: a read that must see the leases as the beat left them, without a
    * transaction of its own.
    */
-  public <T> Uni<BeatAnd<T>> beat(Function<SqlClient, Uni<T>> after) {
+  public <T> Uni<BeatAnd<T>> beat(Database db, Function<SqlClient, Uni<T>> after) {
     long outageMs = outageAfter().toMillis();
     long ttlMs = config.leaseTtl().toMillis();
-    return pool.withTransaction(
+    return db.withTransaction(
             conn ->
                 conn.preparedQuery(
                         "SELECT (extract(epoch FROM now() - beat_at) * 1000)::bigint AS gap_ms"
@@ -104,33 +115,57 @@ public class Outages {
                                       .replaceWith(new Beat(gap, n)));
                         })
                     .chain(beat -> after.apply(conn).map(found -> new BeatAnd<>(beat, found))))
-        .invoke(done -> report(done.beat()))
-        .invoke(() -> beaten = true);
+        .invoke(done -> report(db, done.beat()))
+        .invoke(() -> beaten.add(db.name()));
   }
 
-  /** True once a beat of this replica succeeded, or when it runs no reaper (and so never beats). */
+  /**
+   * True once a beat of this replica succeeded in some database, or when it runs no reaper (and so
+   * never beats). One database is enough: a replica is not kept from the namespaces of the
+   * databases that answer by one that does not.
+   */
   boolean beatenOrNotBeating() {
-    return beaten || Intervals.orOff(config.reaperInterval()).isEmpty();
+    return !beaten.isEmpty() || Intervals.orOff(config.reaperInterval()).isEmpty();
   }
 
-  private void report(Beat beat) {
+  private void report(Database db, Beat beat) {
     if (beat.renewed() > 0 || beat.gapMs() > outageAfter().toMillis()) {
-      meters.counter("rollcall.coordinator.outages").increment();
+      meters.counter("rollcall.coordinator.outages", "database", db.name()).increment();
       LOG.infof(
-          "no service replica ran for %d ms: %d live leases renewed, so that none is declared dead"
-              + " for the service's absence",
-          beat.gapMs(), beat.renewed());
+          "no service replica ran on %s for %d ms: %d live leases renewed, so that none is"
+              + " declared dead for the service's absence",
+          db, beat.gapMs(), beat.renewed());
     }
   }
 
-  /** Before the first request: the first replica back renews the leases that lapsed meanwhile. */
+  /**
+   * Before the first request: the first replica back renews the leases that lapsed meanwhile, in
+   * each database, all at once.
+   */
   void onStart(@Observes StartupEvent event) {
     if (Intervals.orOff(config.reaperInterval()).isPresent()) {
+      List<Uni<Void>> beats = new ArrayList<>();
+      for (Database db : databases.serving()) {
+        beats.add(
+            beat(db)
+                .replaceWithVoid()
+                .onFailure()
+                .invoke(
+                    e ->
+                        // The database may not be up yet: the scheduled beats will find the gap.
+                        LOG.warnf(
+                            "the first beat of %s failed (%s); the reaper's schedule beats again",
+                            db, e.getMessage()))
+                .onFailure()
+                .recoverWithNull());
+      }
+      if (beats.isEmpty()) {
+        return;
+      }
       try {
-        beat().await().atMost(Duration.ofSeconds(30));
+        Uni.join().all(beats).andCollectFailures().await().atMost(Duration.ofSeconds(30));
       } catch (RuntimeException e) {
-        // The database may not be up yet: the scheduled beats will find the gap.
-        LOG.warnf("the first beat failed (%s); the reaper's schedule beats again", e.getMessage());
+        LOG.warnf("the first beats did not all end in 30 s (%s); the schedule beats again", e);
       }
     }
   }

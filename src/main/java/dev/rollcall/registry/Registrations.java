@@ -1,11 +1,12 @@
 package dev.rollcall.registry;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Database;
+import dev.rollcall.database.Databases;
 import dev.rollcall.error.Problems.Unauthorized;
 import dev.rollcall.error.Problems.UnknownNamespace;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.buffer.Buffer;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
@@ -28,14 +29,15 @@ public class Registrations {
 
   private static final Logger LOG = Logger.getLogger(Registrations.class);
 
-  private final Pool pool;
+  private final Databases databases;
   private final Ownership ownership;
   private final WorkerLearning workers;
   private final RollcallConfig config;
   private final TokenCache tokens = new TokenCache(TokenCache.DEFAULT_CAPACITY);
 
-  Registrations(Pool pool, Ownership ownership, WorkerLearning workers, RollcallConfig config) {
-    this.pool = pool;
+  Registrations(
+      Databases databases, Ownership ownership, WorkerLearning workers, RollcallConfig config) {
+    this.databases = databases;
     this.ownership = ownership;
     this.workers = workers;
     this.config = config;
@@ -65,10 +67,12 @@ public class Registrations {
               new Unauthorized(
                   "the registration secret of namespace '" + namespace + "' is wrong"));
     }
-    String token = Tokens.generate();
+    Database db = databases.of(namespace);
+    String token = Tokens.generate(db.name(), Databases.DEFAULT);
     // The first in-flight set comes with the registration, in the same transaction, so that the
     // instance's own first claim can never hand out the runs it is already executing.
-    return pool.withTransaction(
+    return db.pool()
+        .withTransaction(
             conn ->
                 insert(conn, instance, token)
                     .call(
@@ -133,22 +137,32 @@ public class Registrations {
     if (known != null) {
       return Uni.createFrom().item(known);
     }
-    return pool.preparedQuery(
-            "SELECT id, namespace, deployment_id FROM rollcall.instances WHERE token_hash = $1")
-        .execute(Tuple.of(Buffer.buffer(hash)))
-        .map(
-            rows -> {
-              if (rows.size() == 0) {
-                throw new Unauthorized(InstanceGuards.UNKNOWN_TOKEN);
-              }
-              Row row = rows.iterator().next();
-              Caller caller =
-                  new Caller(
-                      row.getUUID("id"),
-                      row.getString("namespace"),
-                      row.getString("deployment_id"));
-              tokens.put(hash, caller);
-              return caller;
-            });
+    // The token names its instance's database; one it does not know is no instance's.
+    Optional<Database> db = databases.named(Tokens.database(token).orElse(Databases.DEFAULT));
+    if (db.isEmpty()) {
+      return Uni.createFrom().failure(new Unauthorized(InstanceGuards.UNKNOWN_TOKEN));
+    }
+    return Uni.createFrom()
+        .deferred(
+            () ->
+                db.get()
+                    .pool()
+                    .preparedQuery(
+                        "SELECT id, namespace, deployment_id FROM rollcall.instances WHERE token_hash = $1")
+                    .execute(Tuple.of(Buffer.buffer(hash)))
+                    .map(
+                        rows -> {
+                          if (rows.size() == 0) {
+                            throw new Unauthorized(InstanceGuards.UNKNOWN_TOKEN);
+                          }
+                          Row row = rows.iterator().next();
+                          Caller caller =
+                              new Caller(
+                                  row.getUUID("id"),
+                                  row.getString("namespace"),
+                                  row.getString("deployment_id"));
+                          tokens.put(hash, caller);
+                          return caller;
+                        }));
   }
 }

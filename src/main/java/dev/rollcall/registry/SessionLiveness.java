@@ -2,7 +2,6 @@ package dev.rollcall.registry;
 
 import dev.rollcall.config.RollcallConfig;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import io.vertx.mutiny.sqlclient.Row;
 import io.vertx.mutiny.sqlclient.SqlClient;
 import io.vertx.mutiny.sqlclient.Tuple;
@@ -105,13 +104,11 @@ public class SessionLiveness {
       "EXISTS (SELECT 1 FROM rollcall.instances i WHERE i.session_lock = 'held'"
           + " AND rollcall.is_live(i.state, i.lease_expires_at))";
 
-  private final Pool pool;
   private final RollcallConfig config;
   private final Endings endings;
   private final AtomicLong heldRecords = new AtomicLong();
 
-  SessionLiveness(Pool pool, RollcallConfig config, Endings endings) {
-    this.pool = pool;
+  SessionLiveness(RollcallConfig config, Endings endings) {
     this.config = config;
     this.endings = endings;
   }
@@ -214,22 +211,15 @@ public class SessionLiveness {
   public record Check(int seenMissing, int seenAgain, List<UUID> lost, boolean armed) {}
 
   /**
-   * One check with the rules in force: see {@link #check(Rules, int)}. Fails, deciding nothing,
-   * whenever the service's own query fails.
-   */
-  public Uni<Check> check(int limit) {
-    return check(Rules.of(config), limit);
-  }
-
-  /**
    * Looks at the locks of every instance whose fast path is armed, in one statement: a lock seen
    * missing is marked (unless an earlier, still recent sighting stands), a lock seen again clears
    * its mark, and the instances that {@link #SESSION_LOST} condemns are returned for the reaper's
    * guarded death statement. Nothing is checked while the database itself is within its restart
    * grace: every session ended with it.
    */
-  public Uni<Check> check(Rules rules, int limit) {
-    return pool.preparedQuery(
+  public Uni<Check> check(SqlClient client, Rules rules, int limit) {
+    return client
+        .preparedQuery(
             "WITH locks AS MATERIALIZED ("
                 + ROLLCALL_LOCKS
                 + "), armed AS (SELECT i.id, EXISTS (SELECT 1 FROM locks"

@@ -1,9 +1,9 @@
 package dev.rollcall.registry;
 
+import dev.rollcall.database.Databases;
 import dev.rollcall.queue.QueueLocks;
 import dev.rollcall.source.RunSources;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -26,12 +26,12 @@ public class WorkerLearning {
 
   private static final Logger LOG = Logger.getLogger(WorkerLearning.class);
 
-  private final Pool pool;
+  private final Databases databases;
   private final RunSources sources;
   private final FoundMessages found = new FoundMessages(FoundMessages.DEFAULT_CAPACITY);
 
-  WorkerLearning(Pool pool, RunSources sources) {
-    this.pool = pool;
+  WorkerLearning(Databases databases, RunSources sources) {
+    this.databases = databases;
     this.sources = sources;
   }
 
@@ -91,8 +91,8 @@ public class WorkerLearning {
         .queue()
         .map(
             queue ->
-                queue
-                    .learnWorkers(pool, reported)
+                Uni.createFrom()
+                    .deferred(() -> queue.learnWorkers(databases.of(namespace).pool(), reported))
                     .invoke(
                         learned -> {
                           found.addAll(learned.found());

@@ -1,9 +1,9 @@
 package dev.rollcall.source;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Databases;
 import io.quarkus.runtime.StartupEvent;
 import io.smallrye.mutiny.Uni;
-import io.vertx.mutiny.sqlclient.Pool;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import org.jboss.logging.Logger;
@@ -22,12 +22,12 @@ public class ActiveIndexes {
 
   private final RollcallConfig config;
   private final RunSources sources;
-  private final Pool pool;
+  private final Databases databases;
 
-  ActiveIndexes(RollcallConfig config, RunSources sources, Pool pool) {
+  ActiveIndexes(RollcallConfig config, RunSources sources, Databases databases) {
     this.config = config;
     this.sources = sources;
-    this.pool = pool;
+    this.databases = databases;
   }
 
   void onStart(@Observes StartupEvent start) {
@@ -46,11 +46,12 @@ public class ActiveIndexes {
 
   /**
    * Runs the DDL as a simple query of its own: outside any transaction block, as CREATE INDEX
-   * CONCURRENTLY requires. Completes when the index exists (or the build failed, logged).
+   * CONCURRENTLY requires, in the namespace's database. Completes when the index exists (or the
+   * build failed, logged).
    */
   public Uni<Void> create(String namespace, String ddl) {
-    return pool.query(ddl)
-        .execute()
+    return Uni.createFrom()
+        .deferred(() -> databases.of(namespace).pool().query(ddl).execute())
         .invoke(
             ignored -> LOG.infof("namespace %s: active-runs index present (%s)", namespace, ddl))
         .onFailure()

@@ -18,11 +18,11 @@ import org.junit.jupiter.api.Test;
 @Tag("unit")
 class LanesTest {
 
-  private final Lanes lanes = new Lanes();
+  private final Lanes<Integer> lanes = new Lanes<>();
   private final List<String> started = new ArrayList<>();
   private final List<UniEmitter<? super String>> open = new ArrayList<>();
 
-  private CompletableFuture<String> submit(long key, String name) {
+  private CompletableFuture<String> submit(int key, String name) {
     return lanes
         .<String>run(
             key,

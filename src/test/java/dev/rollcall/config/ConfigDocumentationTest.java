@@ -60,7 +60,8 @@ class ConfigDocumentationTest {
       if (returned == Map.class) {
         Class<?> value =
             (Class<?>) ((ParameterizedType) m.getGenericReturnType()).getActualTypeArguments()[1];
-        walk(value, key + ".\"<ns>\"", keys);
+        // A namespace's key is <ns>, a database's <db>.
+        walk(value, key + ".\"<" + (key.endsWith(".databases") ? "db" : "ns") + ">\"", keys);
       } else if (returned.isInterface() && returned.getEnclosingClass() == RollcallConfig.class) {
         walk(returned, key, keys);
       } else {

@@ -343,6 +343,10 @@ class EndToEndIT {
     final Settings settings;
     final String prefix;
     final Random random;
+
+    /** The Rollcall namespace its replicas register in (the environment's, else the suite's). */
+    final String namespace;
+
     final List<ExampleApp.Replica> live = new ArrayList<>();
     final List<ExampleApp.Replica> all = new ArrayList<>();
     // Written by exit callbacks too (a replica stopped with SIGTERM, or one that exits by itself).
@@ -355,6 +359,7 @@ class EndToEndIT {
       this.settings = settings;
       this.prefix = prefix;
       this.random = new Random(settings.seed() ^ prefix.hashCode());
+      this.namespace = env.getOrDefault("ROLLCALL_NAMESPACE", NAMESPACE);
     }
 
     /** Starts replicas until {@code n} live. */
@@ -419,7 +424,7 @@ class EndToEndIT {
               + "   OR registered_at > now() - ? * interval '1 millisecond'))"
               + " + (SELECT count(*) FROM (SELECT 1) x"
               + "   WHERE pg_postmaster_start_time() > now() - ? * interval '1 millisecond')";
-      while (!db.column(notArmed, NAMESPACE, sessionGraceMs, sessionGraceMs, restartGraceMs)
+      while (!db.column(notArmed, namespace, sessionGraceMs, sessionGraceMs, restartGraceMs)
           .get(0)
           .equals("0")) {
         if (System.currentTimeMillis() > until) {
@@ -429,7 +434,7 @@ class EndToEndIT {
                       "SELECT name, session_lock, session_since, registered_at"
                           + " FROM rollcall.instances WHERE namespace = ?"
                           + " AND rollcall.is_live(state, lease_expires_at)",
-                      NAMESPACE));
+                      namespace));
         }
         Thread.sleep(200);
       }
@@ -455,7 +460,7 @@ class EndToEndIT {
     private void awaitRegistered(String name) throws InterruptedException {
       long until = System.currentTimeMillis() + 60_000;
       while (db.column(
-              "SELECT 1 FROM rollcall.instances WHERE name = ? AND namespace = ?", name, NAMESPACE)
+              "SELECT 1 FROM rollcall.instances WHERE name = ? AND namespace = ?", name, namespace)
           .isEmpty()) {
         if (System.currentTimeMillis() > until) {
           throw new IllegalStateException(name + " did not register with Rollcall within 60 s");

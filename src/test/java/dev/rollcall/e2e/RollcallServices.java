@@ -35,6 +35,29 @@ final class RollcallServices implements AutoCloseable {
     this.balancer = new TcpBalancer();
   }
 
+  /**
+   * The settings of a second {@code world-postgres} namespace, {@code namespace}, whose runs and
+   * queue live in {@code db}, known to the service as database {@code name}: given to {@link
+   * #start(TestDatabase, int, Map)} beside the suite's own namespace on the default database.
+   */
+  static Map<String, String> namespaceIn(String namespace, String name, TestDatabase db) {
+    String ns = "rollcall.namespaces.\"" + namespace + "\".";
+    String d = "rollcall.databases.\"" + name + "\".";
+    return Map.of(
+        ns + "registration-secret",
+        SECRET,
+        ns + "source.kind",
+        "world-postgres",
+        ns + "database",
+        name,
+        d + "url",
+        db.reactiveUrl(),
+        d + "username",
+        db.user(),
+        d + "password",
+        db.password());
+  }
+
   /** Starts {@code replicas} service replicas behind the balancer. */
   static RollcallServices start(TestDatabase db, int replicas)
       throws IOException, InterruptedException {
@@ -107,16 +130,44 @@ final class RollcallServices implements AutoCloseable {
    * programmatic API).
    */
   Map<String, String> appEnv(String recovery, String targetWorld) {
+    return appEnv(recovery, targetWorld, NAMESPACE);
+  }
+
+  /** As {@link #appEnv(String, String)}, for an app of {@code namespace} ({@link #namespaceIn}). */
+  Map<String, String> appEnv(String recovery, String targetWorld, String namespace) {
     Map<String, String> env = new HashMap<>();
     env.put("E2E_RECOVERY", recovery);
     env.put("ROLLCALL_URL", balancer.url().toString());
-    env.put("ROLLCALL_NAMESPACE", NAMESPACE);
+    env.put("ROLLCALL_NAMESPACE", namespace);
     env.put("ROLLCALL_SECRET", SECRET);
     env.put("ROLLCALL_DEPLOYMENT_ID", deploymentId);
     if (recovery.equals("world")) {
       env.put("WORKFLOW_TARGET_WORLD", targetWorld);
     }
     return env;
+  }
+
+  /** Each running service replica's readiness: its HTTP status, or why it could not be read. */
+  List<String> readiness() {
+    List<String> out = new ArrayList<>();
+    for (ServiceProcess p : services) {
+      try {
+        var client = java.net.http.HttpClient.newHttpClient();
+        var response =
+            client.send(
+                java.net.http.HttpRequest.newBuilder(p.managementBase().resolve("/q/health/ready"))
+                    .timeout(java.time.Duration.ofSeconds(5))
+                    .build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString());
+        out.add(String.valueOf(response.statusCode()));
+      } catch (IOException e) {
+        out.add("not read (" + e + ")");
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        out.add("interrupted");
+      }
+    }
+    return out;
   }
 
   /** The sum of a counter over the running service replicas, or why it could not be read. */

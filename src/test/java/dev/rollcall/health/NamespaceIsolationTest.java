@@ -4,11 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.config.RollcallConfig;
+import dev.rollcall.database.Databases;
 import dev.rollcall.source.ActiveIndexes;
 import dev.rollcall.source.RunSources;
 import dev.rollcall.testing.Db;
 import dev.rollcall.testing.Poll;
 import dev.rollcall.testing.ServiceTest;
+import dev.rollcall.testing.SourceTables;
 import io.quarkus.runtime.configuration.DurationConverter;
 import io.smallrye.config.SmallRyeConfigBuilder;
 import io.vertx.mutiny.sqlclient.Pool;
@@ -60,7 +62,10 @@ class NamespaceIsolationTest {
         engines(Map.of("rollcall.namespaces.\"billing\".source.job-prefix", "billing_"));
 
     Map<String, String> warnings =
-        new SourcesReadiness(pool, shared).ambiguities().await().indefinitely();
+        new SourcesReadiness(Databases.single(pool, List.of("shop", "billing")), shared)
+            .ambiguities()
+            .await()
+            .indefinitely();
 
     assertEquals(2, warnings.size(), warnings.toString());
     assertTrue(warnings.get("shop").contains("no job_prefix column"), warnings.get("shop"));
@@ -98,7 +103,12 @@ class NamespaceIsolationTest {
     RunSources apart =
         engines(Map.of("rollcall.namespaces.\"billing\".source.schema", "billing_workflow"));
 
-    assertEquals(Map.of(), new SourcesReadiness(pool, apart).ambiguities().await().indefinitely());
+    assertEquals(
+        Map.of(),
+        new SourcesReadiness(Databases.single(pool, List.of("shop", "billing")), apart)
+            .ambiguities()
+            .await()
+            .indefinitely());
   }
 
   @Test
@@ -111,7 +121,8 @@ class NamespaceIsolationTest {
     try (java.sql.Connection engineTx = Db.database().connect()) {
       engineTx.setAutoCommit(false);
       engineTx.createStatement().execute("LOCK TABLE workflow.workflow_runs IN SHARE MODE");
-      built = indexes.create("shop", ddl).subscribeAsCompletionStage();
+      // Built in the database of a configured namespace over the same engine schema: the engine's.
+      built = indexes.create(SourceTables.ENGINE, ddl).subscribeAsCompletionStage();
       waitUntilWaiting();
       assertEquals(0, java.util.concurrent.ForkJoinPool.commonPool().getActiveThreadCount());
       assertEquals(

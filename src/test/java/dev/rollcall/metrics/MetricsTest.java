@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.rollcall.database.Databases;
 import dev.rollcall.testing.Api;
 import dev.rollcall.testing.Api.Batch;
 import dev.rollcall.testing.Api.Instance;
@@ -34,6 +35,7 @@ class MetricsTest extends ApiTestBase {
 
   @Inject StateGauges gauges;
   @Inject Vertx vertx;
+  @Inject dev.rollcall.database.Databases databases;
 
   @Test
   void recoveryIsVisibleInPrometheusMetrics() {
@@ -74,7 +76,8 @@ class MetricsTest extends ApiTestBase {
             .using(vertx)
             .build();
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
-    StateGauges fresh = new StateGauges(own, registry);
+    StateGauges fresh =
+        new StateGauges(Databases.single(own, databases.primary().namespaces()), registry);
     fresh.refresh().await().indefinitely();
     assertTrue(
         registry.get("rollcall.instances.live").tag("namespace", "small").gauge().value() >= 1);

@@ -64,7 +64,7 @@ class ClosedEpochLaneTest extends ApiTestBase {
       Poll.until(
           "two claims queue behind it",
           Duration.ofSeconds(10),
-          () -> claims.queuedForLock(last.epochId()) == 2);
+          () -> claims.queuedForLock(SourceTables.SMALL, last.epochId()) == 2);
       // A superseding close (Epochs.close) commits while they wait.
       try (PreparedStatement abandon =
               closer.prepareStatement(

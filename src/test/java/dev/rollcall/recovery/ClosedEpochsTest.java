@@ -14,20 +14,23 @@ class ClosedEpochsTest {
   @Test
   void anEpochReadClosedIsKnownClosedAndNoOtherIs() {
     ClosedEpochs closed = new ClosedEpochs();
-    closed.add(7);
-    assertTrue(closed.contains(7));
-    assertFalse(closed.contains(8));
+    closed.add("ns", 7);
+    assertTrue(closed.contains("ns", 7));
+    assertFalse(closed.contains("ns", 8));
+    // Each database numbers its own epochs: epoch 7 of another namespace is another epoch.
+    assertFalse(closed.contains("other", 7));
   }
 
   @Test
   void onlyTheMostRecentlyLearntAreKept() {
     ClosedEpochs closed = new ClosedEpochs();
     for (long id = 1; id <= ClosedEpochs.REMEMBERED + 1; id++) {
-      closed.add(id);
+      closed.add("ns", id);
     }
-    assertFalse(closed.contains(1), "the first learnt is forgotten: read from the database again");
-    assertTrue(closed.contains(2));
-    assertTrue(closed.contains(ClosedEpochs.REMEMBERED + 1));
+    assertFalse(
+        closed.contains("ns", 1), "the first learnt is forgotten: read from the database again");
+    assertTrue(closed.contains("ns", 2));
+    assertTrue(closed.contains("ns", ClosedEpochs.REMEMBERED + 1));
   }
 
   @Test

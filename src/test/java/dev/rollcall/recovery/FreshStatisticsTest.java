@@ -51,9 +51,12 @@ class FreshStatisticsTest {
 
   @Inject ReaperTick tick;
   @Inject Pool pool;
+  @Inject dev.rollcall.database.Databases databases;
 
   private ReaperTick.Look look() {
-    return pool.withTransaction(tick::look).await().indefinitely();
+    return pool.withTransaction(conn -> tick.look(databases.primary(), conn))
+        .await()
+        .indefinitely();
   }
 
   /**

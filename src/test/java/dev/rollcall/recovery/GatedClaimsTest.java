@@ -59,7 +59,9 @@ class GatedClaimsTest extends ApiTestBase {
       Poll.until(
           "the other eleven claims wait in memory for the epoch's lane",
           Duration.ofSeconds(20),
-          () -> claimService.queuedForLock(batch.epochId()) == claimers.size() - 1);
+          () ->
+              claimService.queuedForLock(SourceTables.LARGE, batch.epochId())
+                  == claimers.size() - 1);
       Api.Reply done =
           CompletableFuture.supplyAsync(() -> api.complete(holder, batch, List.of()))
               .get(10, TimeUnit.SECONDS);

@@ -26,6 +26,7 @@ import org.junit.jupiter.api.Test;
 class RetentionTest extends ApiTestBase {
 
   @Inject Retention retention;
+  @Inject dev.rollcall.database.Databases databases;
   @Inject Sweeper sweeper;
 
   String deploy;
@@ -102,14 +103,40 @@ class RetentionTest extends ApiTestBase {
   void oneRetentionPassAtATimeAcrossReplicas() {
     List<Retention.Pass> passes =
         Uni.join()
-            .all(retention.runOnce(), retention.runOnce(), retention.runOnce())
+            .all(
+                retention.runOnce(databases.primary()),
+                retention.runOnce(databases.primary()),
+                retention.runOnce(databases.primary()))
             .andFailFast()
             .await()
             .indefinitely();
 
     assertEquals(1, passes.stream().filter(Retention.Pass::ran).count(), passes::toString);
     // Right after a pass the lease holds for half an interval: no replica starts another.
-    assertFalse(retention.runOnce().await().indefinitely().ran());
+    assertFalse(retention.runOnce(databases.primary()).await().indefinitely().ran());
+  }
+
+  @Test
+  void eachDatabaseHasItsOwnTurn() {
+    List<Retention.Pass> passes =
+        Uni.join()
+            .all(retention.runOnce(), retention.runOnce(), retention.runOnce())
+            .andFailFast()
+            .await()
+            .indefinitely();
+    // Two databases, one turn each: two of the three replicas' passes ran (each in one database,
+    // or one in both), and never the same database twice.
+    assertTrue(passes.stream().filter(Retention.Pass::ran).count() >= 1, passes::toString);
+    assertEquals(
+        List.of("t", "t"),
+        List.of(
+            Db.column(
+                    "SELECT lease_until > now() FROM rollcall.housekeeping WHERE job = 'retention'")
+                .get(0),
+            dev.rollcall.testing.RollcallTestResource.second()
+                .column(
+                    "SELECT lease_until > now() FROM rollcall.housekeeping WHERE job = 'retention'")
+                .get(0)));
   }
 
   @Test

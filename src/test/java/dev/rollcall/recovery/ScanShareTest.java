@@ -205,7 +205,8 @@ class ScanShareTest extends ApiTestBase {
           "one claim waits for the epoch's lock, the others queue behind it",
           Duration.ofSeconds(10),
           () ->
-              Db.waitingForEpochLock() == 1 && claims.queuedForLock(batch.epochId()) == limit - 1);
+              Db.waitingForEpochLock() == 1
+                  && claims.queuedForLock(SourceTables.SMALL, batch.epochId()) == limit - 1);
       held.rollback();
     }
     int got = 0;

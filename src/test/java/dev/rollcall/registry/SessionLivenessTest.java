@@ -185,13 +185,14 @@ class SessionLivenessTest extends ApiTestBase {
   }
 
   @Inject SessionLiveness liveness;
+  @Inject io.vertx.mutiny.sqlclient.Pool pool;
 
   @Test
   void aLockRecordedHeldWakesTheChecksWhichFindItArmed() throws Exception {
     long before = liveness.heldRecords();
     armed("wakes");
     assertTrue(liveness.heldRecords() > before, "the heartbeat's record woke the checks");
-    assertTrue(liveness.check(FAST, 10).await().indefinitely().armed());
+    assertTrue(liveness.check(pool, FAST, 10).await().indefinitely().armed());
   }
 
   @Test

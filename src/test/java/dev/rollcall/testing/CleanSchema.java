@@ -5,9 +5,9 @@ import io.quarkus.test.junit.callback.QuarkusTestMethodContext;
 
 /**
  * Every service test starts from an empty {@code rollcall} schema: no instance, epoch, batch or
- * ledger row of an earlier test, so no test drains another's leftovers. Only the Flyway history
- * stays, and the housekeeping row the migrations seed is put back. The engines' schemas (runs,
- * queue jobs) are shared fixtures and stay as they are.
+ * ledger row of an earlier test, in either database, so no test drains another's leftovers. Only
+ * the Flyway history stays, and the housekeeping row the migrations seed is put back. The engines'
+ * schemas (runs, queue jobs) are shared fixtures and stay as they are.
  */
 public class CleanSchema implements QuarkusTestBeforeEachCallback {
 
@@ -31,5 +31,10 @@ public class CleanSchema implements QuarkusTestBeforeEachCallback {
       throw new IllegalStateException("no test database is bound: the test resource did not start");
     }
     Db.update(CLEAN);
+    // The second database's rollcall schema too: a pass over every database counts its rows.
+    TestDatabase second = RollcallTestResource.second();
+    if (second != null) {
+      second.update(CLEAN);
+    }
   }
 }

@@ -110,6 +110,19 @@ public final class EngineMix {
             + " FROM workflow.workflow_runs r WHERE "
             + SEEDED
             + " = 'lost-wake-up'",
+        // The step's own events, as the engine writes them: a completed step row without its
+        // step_completed event is a torn write (docs/torn-runs.md), which a pass mends; without
+        // these every lost wake-up of the mix looked torn, and each pass read its run's row again
+        // to mend it (0.2 more runs-table rows read per active run than the scan).
+        "INSERT INTO workflow.workflow_events (id, type, correlation_id, created_at, run_id,"
+            + " spec_version) SELECT 'wevt_' || r.id || '_' || e.n, e.type, 'step_' || r.id, "
+            + OLD
+            + ", r.id, "
+            + EngineVersion.STABLE.specVersion()
+            + " FROM workflow.workflow_runs r CROSS JOIN (VALUES (1, 'step_started'),"
+            + " (2, 'step_completed')) AS e(n, type) WHERE "
+            + SEEDED
+            + " = 'lost-wake-up'",
         "INSERT INTO workflow.workflow_waits (wait_id, run_id, status, resume_at, created_at,"
             + " updated_at) SELECT r.id || '-wait', r.id, 'waiting', CASE WHEN "
             + SEEDED

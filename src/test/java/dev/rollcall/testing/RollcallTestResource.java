@@ -17,6 +17,15 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
   public static final String ADMIN_TOKEN = "admin-token-for-tests";
 
   private static volatile TestDatabase database;
+  private static volatile TestDatabase second;
+
+  /**
+   * The second database the running service serves ({@link SourceTables#SECOND}): a database of its
+   * own on the same server.
+   */
+  public static TestDatabase second() {
+    return second;
+  }
 
   /** The database the running service uses. */
   public static TestDatabase database() {
@@ -31,8 +40,16 @@ public class RollcallTestResource implements QuarkusTestResourceLifecycleManager
     EngineFixture.setUpSchemas(db);
     database = db;
     Db.bind(db);
+    db.execute("DROP DATABASE IF EXISTS rollcall_second", "CREATE DATABASE rollcall_second");
+    second =
+        TestDatabase.of(
+            db.jdbcUrl().replaceFirst("/[^/?]*(\\?|$)", "/rollcall_second$1"),
+            db.user(),
+            db.password(),
+            db.origin() + ", database rollcall_second");
+    SourceTables.createSecond(second);
     Map<String, String> config = new HashMap<>(db.quarkusSettings());
-    config.putAll(SourceTables.namespaceSettings());
+    config.putAll(SourceTables.namespaceSettings(second));
     // Tests drive the reaper one pass at a time (Reaper.runOnce).
     config.put("rollcall.reaper-interval", "off");
     config.put("rollcall.liveness.check-interval", "off");

@@ -38,6 +38,18 @@ public final class SourceTables {
    */
   public static final String ENGINE = "engine";
 
+  /**
+   * A table namespace in a database of its own ({@link #SECOND_DATABASE}, on the same server):
+   * {@link #SECOND_ACTIVE} active runs in {@code rollcall_it.second_runs} there.
+   */
+  public static final String SECOND = "second";
+
+  /** The name the service knows the second database by ({@code rollcall.databases.second}). */
+  public static final String SECOND_DATABASE = "second";
+
+  /** Active runs of {@link #SECOND}. */
+  public static final int SECOND_ACTIVE = 20;
+
   private static final String[] TABLE_NAMESPACES = {LARGE, SMALL, GROWING, BENCH, ACTIVE};
 
   private SourceTables() {}
@@ -91,20 +103,56 @@ public final class SourceTables {
   }
 
   /** The rollcall.* settings of every test namespace. */
+  /**
+   * Creates the second database's runs table, from scratch, in {@code second} (a database of its
+   * own on the same server).
+   */
+  public static void createSecond(TestDatabase second) {
+    second.execute("DROP SCHEMA IF EXISTS " + SCHEMA + " CASCADE", "CREATE SCHEMA " + SCHEMA);
+    second.execute(
+        "CREATE TABLE "
+            + table(SECOND)
+            + " (id text PRIMARY KEY, workflow_name text NOT NULL, status text NOT NULL,"
+            + " created_at timestamptz NOT NULL DEFAULT now(),"
+            + " updated_at timestamptz NOT NULL DEFAULT now() - interval '1 hour', payload jsonb)");
+    insertRuns(second, SECOND, 1, SECOND_ACTIVE, 5);
+  }
+
+  /**
+   * The settings of every test namespace; {@link #SECOND} in the database {@code second} at {@code
+   * secondDb}.
+   */
+  public static Map<String, String> namespaceSettings(TestDatabase secondDb) {
+    Map<String, String> settings = namespaceSettings();
+    tableNamespace(settings, SECOND);
+    settings.put("rollcall.namespaces.\"" + SECOND + "\".database", SECOND_DATABASE);
+    String d = "rollcall.databases.\"" + SECOND_DATABASE + "\".";
+    settings.put(d + "url", secondDb.reactiveUrl());
+    settings.put(d + "username", secondDb.user());
+    settings.put(d + "password", secondDb.password());
+    return settings;
+  }
+
+  private static void tableNamespace(Map<String, String> settings, String ns) {
+    String p = "rollcall.namespaces.\"" + ns + "\".";
+    settings.put(p + "registration-secret", secret(ns));
+    settings.put(p + "source.kind", "table");
+    settings.put(p + "source.schema", SCHEMA);
+    settings.put(p + "source.table", ns + "_runs");
+    settings.put(p + "source.id-column", "id");
+    settings.put(p + "source.status-column", "status");
+    settings.put(p + "source.active-statuses", "pending,running");
+    settings.put(p + "source.name-column", "workflow_name");
+    settings.put(p + "source.created-at-column", "created_at");
+    settings.put(p + "source.queue-name-template", "__wkf_workflow_{name}");
+  }
+
+  /** The settings of every test namespace of the default database. */
   public static Map<String, String> namespaceSettings() {
     Map<String, String> settings = new HashMap<>();
     for (String ns : TABLE_NAMESPACES) {
+      tableNamespace(settings, ns);
       String p = "rollcall.namespaces.\"" + ns + "\".";
-      settings.put(p + "registration-secret", secret(ns));
-      settings.put(p + "source.kind", "table");
-      settings.put(p + "source.schema", SCHEMA);
-      settings.put(p + "source.table", ns + "_runs");
-      settings.put(p + "source.id-column", "id");
-      settings.put(p + "source.status-column", "status");
-      settings.put(p + "source.active-statuses", "pending,running");
-      settings.put(p + "source.name-column", "workflow_name");
-      settings.put(p + "source.created-at-column", "created_at");
-      settings.put(p + "source.queue-name-template", "__wkf_workflow_{name}");
       if (ns.equals(ACTIVE)) {
         settings.put(p + "source.updated-at-column", "updated_at");
       }
