@@ -4,14 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.rollcall.testing.Plans;
 import dev.rollcall.testing.ServiceTest;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /**
- * The torn-step check of a pass's hand-outs reads a run's row only for a step it finds torn: a
+ * The torn-step check of a pass's hand-outs joins the runs table to the steps it finds torn: a
  * completed step with its {@code step_completed} event (every finished step of a healthy run) costs
- * no read of the runs table, which a pass reads once per run already.
+ * no read of its run, which a pass has read once already. Joined beneath the search, as it was, the
+ * check read a fifth more runs rows than the pass in the benchmark's mix.
  */
 @ServiceTest
 class TornCheckPlanTest {
@@ -19,7 +18,7 @@ class TornCheckPlanTest {
   private static final String OLD = "(now() AT TIME ZONE 'UTC') - interval '1 hour'";
 
   @Test
-  void completedStepsWithTheirEventsReadNoRunRow() throws Exception {
+  void theRunsAreJoinedToTheTornStepsNotReadForEveryCompletedStep() throws Exception {
     WorldPostgresTears tears =
         new WorldPostgresTears("\"workflow\"", new String[] {"workflow_flows"}, "workflow_steps");
     String plan =
@@ -59,12 +58,32 @@ class TornCheckPlanTest {
             java.util.stream.IntStream.rangeClosed(1, 500)
                 .mapToObj(n -> "'wrun_plan_" + n + "'")
                 .collect(java.util.stream.Collectors.joining(",", "ARRAY[", "]")));
-    Matcher runs =
-        Pattern.compile("workflow_runs r[^\\n]*\\((never executed|actual [^)]*loops=(\\d+))")
-            .matcher(plan);
-    assertTrue(runs.find(), plan);
+    // Whatever the join PostgreSQL picks for these sizes, the runs table is joined to the
+    // subquery that finds the torn steps, never read beneath it: it is read for the torn steps
+    // (a nested loop) or once (a hash join), not for every completed step of the hand-outs.
+    String[] lines = plan.split("\n");
+    int subquery = indexOf(lines, "Subquery Scan on s ");
+    int antiJoin = indexOf(lines, "Anti Join");
+    int runs = indexOf(lines, " on workflow_runs r");
+    assertTrue(subquery >= 0 && antiJoin > subquery && runs >= 0, plan);
     assertTrue(
-        runs.group(1).equals("never executed") || "0".equals(runs.group(2)),
-        "the runs table is read for steps that are not torn:\n" + plan);
+        indent(lines[antiJoin]) > indent(lines[subquery]),
+        "the torn steps are found inside the subquery:\n" + plan);
+    assertTrue(
+        indent(lines[runs]) <= indent(lines[subquery]),
+        "the runs table is read beneath the search for torn steps:\n" + plan);
+  }
+
+  private static int indexOf(String[] lines, String part) {
+    for (int i = 0; i < lines.length; i++) {
+      if (lines[i].contains(part)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static int indent(String line) {
+    return line.length() - line.stripLeading().length();
   }
 }
