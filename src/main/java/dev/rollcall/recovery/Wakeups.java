@@ -8,8 +8,6 @@ import io.quarkus.runtime.StartupEvent;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.json.JsonObject;
 import io.vertx.mutiny.core.Vertx;
-import io.vertx.mutiny.pgclient.PgConnection;
-import io.vertx.mutiny.sqlclient.SqlConnection;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import java.time.Duration;
@@ -38,8 +36,9 @@ import org.jboss.logging.Logger;
  * ClaimService}). Whatever the notification says, a woken claim decides from the database alone, as
  * any claim does: by its own look, or by a look of its deploy that began after it was woken.
  *
- * <p>The listening connection is taken from the pool and kept. When it is lost, every waiting claim
- * is woken (a notice may have been missed) and the listener reconnects.
+ * <p>Each database has its listening connection ({@link NoticeListener}), taken from its pool and
+ * kept. When it is lost, every waiting claim of that database's namespaces is woken (a notice may
+ * have been missed) and the listener reconnects.
  */
 @ApplicationScoped
 public class Wakeups {
@@ -57,7 +56,7 @@ public class Wakeups {
   private final Set<String> gauged = new HashSet<>();
 
   /** One listener per database: each notifies of its own namespaces' passes. */
-  private final Map<String, Listener> listeners = new LinkedHashMap<>();
+  private final Map<String, NoticeListener> listeners = new LinkedHashMap<>();
 
   private volatile boolean stopped;
 
@@ -113,7 +112,9 @@ public class Wakeups {
 
   void onStart(@Observes StartupEvent start) {
     for (Database db : databases.all()) {
-      Listener listener = new Listener(db);
+      NoticeListener listener =
+          new NoticeListener(
+              db, vertx, this::notice, () -> db.namespaces().forEach(this::wakeAll), () -> stopped);
       listeners.put(db.name(), listener);
       listener.listen();
     }
@@ -121,13 +122,15 @@ public class Wakeups {
 
   void onStop(@Observes ShutdownEvent stop) {
     stopped = true;
-    listeners.values().forEach(Listener::close);
+    listeners.values().forEach(NoticeListener::close);
   }
 
   /** Completes once this replica listens in every database (tests and benchmarks wait for it). */
   public CompletableFuture<Void> listening() {
     return CompletableFuture.allOf(
-        listeners.values().stream().map(l -> l.listeningNow).toArray(CompletableFuture[]::new));
+        listeners.values().stream()
+            .map(NoticeListener::listening)
+            .toArray(CompletableFuture[]::new));
   }
 
   /**
@@ -433,79 +436,6 @@ public class Wakeups {
       case DEPLOY -> wakeDeploy(namespace, notice.getString("deploymentId"));
       case ALL -> wakeAll(namespace);
       case NONE -> {}
-    }
-  }
-
-  /**
-   * The listening connection of one database, taken from its pool and kept. When it is lost, every
-   * waiting claim of the database's namespaces is woken (a notice may have been missed) and it
-   * listens again; a database that cannot be reached is tried again every second (its first failure
-   * logged, the others only once it listens again).
-   */
-  private final class Listener {
-    private final Database db;
-    private volatile SqlConnection listening;
-    private volatile CompletableFuture<Void> listeningNow = new CompletableFuture<>();
-    private volatile boolean failing;
-
-    Listener(Database db) {
-      this.db = db;
-    }
-
-    void close() {
-      SqlConnection conn = listening;
-      if (conn != null) {
-        conn.closeAndForget();
-      }
-    }
-
-    private void wakeItsNamespaces() {
-      db.namespaces().forEach(Wakeups.this::wakeAll);
-    }
-
-    void listen() {
-      if (stopped) {
-        return;
-      }
-      Uni.createFrom()
-          .deferred(() -> db.pool().getConnection())
-          .call(conn -> conn.query("LISTEN " + CHANNEL).execute().replaceWith(conn))
-          .subscribe()
-          .with(
-              conn -> {
-                listening = conn;
-                PgConnection pg = PgConnection.cast(conn);
-                pg.notificationHandler(n -> notice(n.getPayload()));
-                pg.closeHandler(
-                    () -> {
-                      listening = null;
-                      listeningNow = new CompletableFuture<>();
-                      if (!stopped) {
-                        LOG.warnf(
-                            "the notice listener's connection to %s closed; listening again", db);
-                        wakeItsNamespaces();
-                        vertx.setTimer(1000, id -> listen());
-                      }
-                    });
-                listeningNow.complete(null);
-                if (failing) {
-                  failing = false;
-                  LOG.infof("listening on %s in %s again", CHANNEL, db);
-                }
-                LOG.debugf("listening on %s in %s", CHANNEL, db);
-              },
-              e -> {
-                if (!stopped) {
-                  if (!failing) {
-                    failing = true;
-                    LOG.warnf(
-                        "listening on %s in %s failed, retrying every second: %s",
-                        CHANNEL, db, e.getMessage());
-                  }
-                  wakeItsNamespaces();
-                  vertx.setTimer(1000, id -> listen());
-                }
-              });
     }
   }
 }
